@@ -1,0 +1,1 @@
+//! TODO: implementation (openat2 beneath the share root).
