@@ -1,1 +1,66 @@
-//! TODO
+//! SPNEGO (RFC 4178, MS-SPNG) wrapping NTLMSSP with NTLMv2 (MS-NLMP), as
+//! server ([`ServerAuth`]) and client ([`ClientAuth`]), sans-IO; and the users
+//! file ([`UserDb`]).
+//!
+//! Error to NTSTATUS mapping for SESSION_SETUP (MS-SMB2 3.3.5.5.3):
+//! [`AuthError::LogonFailure`] -> STATUS_LOGON_FAILURE,
+//! [`AuthError::Malformed`] -> STATUS_INVALID_PARAMETER,
+//! [`AuthError::Unsupported`] -> STATUS_NOT_SUPPORTED.
+
+#![cfg_attr(not(test), deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used))]
+
+mod client;
+mod ntlm;
+mod server;
+mod spnego;
+mod userdb;
+
+pub use client::ClientAuth;
+pub use ntlm::nt_hash;
+pub use server::ServerAuth;
+pub use spnego::{spnego_negotiate_token, MAX_TOKEN};
+pub use userdb::UserDb;
+
+/// The names the server advertises in CHALLENGE_MESSAGE TargetInfo
+/// (MS-NLMP 2.2.2.1: MsvAvNbComputerName, MsvAvNbDomainName,
+/// MsvAvDnsComputerName, MsvAvDnsDomainName).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetInfo {
+    pub netbios_computer: String,
+    pub netbios_domain: String,
+    pub dns_computer: String,
+    pub dns_domain: String,
+}
+
+/// The result of one [`ServerAuth::step`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthStep {
+    /// Send this token with STATUS_MORE_PROCESSING_REQUIRED.
+    Continue(Vec<u8>),
+    /// Authenticated: send `token` (SPNEGO accept-completed, with
+    /// mechListMIC when the exchange calls for it; empty for raw NTLMSSP)
+    /// with STATUS_SUCCESS. `session_key` is the NTLM exported session key
+    /// (MS-NLMP 3.2.5.1.2). An anonymous logon (MS-NLMP 3.2.5.1.2: empty
+    /// user and NT response) has an empty `user`, `anonymous: true` and an
+    /// all-zero `session_key`; refusing it is the caller's policy.
+    Done { token: Vec<u8>, user: String, domain: String, session_key: [u8; 16], anonymous: bool },
+}
+
+/// Why an authentication step failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// Unknown user, wrong password, bad MIC or mechListMIC, peer reject,
+    /// NTLMv1 or LM-only response: STATUS_LOGON_FAILURE.
+    #[error("logon failure")]
+    LogonFailure,
+    /// Undecodable or out-of-sequence token: STATUS_INVALID_PARAMETER.
+    #[error("malformed security token: {0}")]
+    Malformed(&'static str),
+    /// The peer needs something we do not implement (e.g. only Kerberos
+    /// offered): STATUS_NOT_SUPPORTED.
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,25 @@
-//! TODO
+//! The SMB2/3 server engine, sans-IO (MS-SMB2 section 3.3).
+//!
+//! A transport creates a [`Connection`] per client and feeds it whole SMB2
+//! messages; everything here is driven with byte buffers and a `now`.
+//! Layout: `connection` (framing-level state, timers), `dispatch` (compound
+//! splitting, command table, signing/sealing), `session`, `tree`, `open`,
+//! `files` (global open table), `cmd/<command>.rs` (one per SMB2 command),
+//! `rpc` (named pipes on IPC$).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod cmd;
+pub mod config;
+pub mod connection;
+pub mod credits;
+pub mod dispatch;
+pub mod files;
+pub mod open;
+pub mod rpc;
+pub mod server;
+pub mod session;
+pub mod tree;
+
+pub use config::{EncryptPolicy, Limits, ServerConfig, ShareConfig};
+pub use connection::{Connection, Fatal, TransportInfo, TransportKind};
+pub use server::Server;

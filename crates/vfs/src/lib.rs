@@ -16,6 +16,7 @@
 use smbq_wire::NtStatus;
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::sync::Arc;
 
 mod error;
 mod posix;
@@ -108,17 +109,22 @@ pub struct SetTimes {
 }
 
 /// A share root on a POSIX file system.
+#[derive(Debug)]
 pub struct PosixFs {
-    root: OwnedFd,
+    root: Arc<OwnedFd>,
     read_only: bool,
 }
 
 /// An open file or directory. Holds the fd and the share-relative path it
 /// was opened by (kept current across renames by the server).
+#[derive(Debug)]
 pub struct Handle {
     fd: OwnedFd,
     pub path: String,
     pub is_dir: bool,
+    /// The share root, to resolve symlinks and `..` in [`Handle::read_dir`].
+    root: Arc<OwnedFd>,
+    read_only: bool,
 }
 
 impl PosixFs {

@@ -1,1 +1,576 @@
-//! TODO: implementation (openat2 beneath the share root).
+//! [`PosixFs`] on Linux. Every lookup is `openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_MAGICLINKS)` relative to the share root fd (or to a parent
+//! directory fd obtained that way), so neither `..` nor an absolute or
+//! relative symlink can reach outside the share: the kernel answers EXDEV.
+
+use crate::{
+    filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, Handle, Kind,
+    OpenOptions, PosixFs, SetTimes,
+};
+use rustix::fs::{
+    self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags,
+    Statx, StatxFlags, StatxTimestamp, Timespec, Timestamps,
+};
+use rustix::io::Errno;
+use smbq_wire::NtStatus;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+/// MS-FSCC 2.6 file attributes.
+const FILE_ATTRIBUTE_READONLY: u32 = 0x0000_0001;
+const FILE_ATTRIBUTE_DIRECTORY: u32 = 0x0000_0010;
+const FILE_ATTRIBUTE_ARCHIVE: u32 = 0x0000_0020;
+
+/// Longest component (bytes), as NAME_MAX on Linux and 255 UTF-16 units on NTFS.
+const MAX_COMPONENT: usize = 255;
+/// Longest share-relative path (bytes), as PATH_MAX.
+const MAX_PATH: usize = 4096;
+/// How often a lookup is retried when it races with a rename or create.
+const RETRIES: usize = 4;
+
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+
+/// Errors of an `openat2` lookup: leaving the share is [`FsError::Escape`].
+fn err(e: Errno) -> FsError {
+    if e == Errno::XDEV {
+        FsError::Escape
+    } else {
+        FsError::Io(e.into())
+    }
+}
+
+fn status(s: NtStatus) -> FsError {
+    FsError::Status(s)
+}
+
+/// `openat2(dir, rel, flags | O_CLOEXEC, mode, BENEATH | NO_MAGICLINKS)`.
+/// EAGAIN (the kernel saw a concurrent rename while checking `..` in a
+/// symlink target) and EINTR are retried.
+fn beneath(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: u32) -> Result<OwnedFd, Errno> {
+    let mut tries = 0;
+    loop {
+        match rfs::openat2(dir, rel, flags | OFlags::CLOEXEC, Mode::from_raw_mode(mode), RESOLVE) {
+            Err(Errno::AGAIN | Errno::INTR) if tries < RETRIES => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+/// One path component: MS-FSCC 2.1.5.2 forbids `" * / : < > ? \ |` and
+/// control characters; `.` and `..` never name a file here; `:` would name
+/// an alternate data stream, which we do not have.
+fn check_component(c: &str) -> Result<(), FsError> {
+    let bad = c.is_empty()
+        || c == "."
+        || c == ".."
+        || c.len() > MAX_COMPONENT
+        || c.chars().any(|ch| ch < ' ' || matches!(ch, '"' | '*' | '/' | ':' | '<' | '>' | '?' | '\\' | '|'));
+    if bad {
+        Err(FsError::InvalidName)
+    } else {
+        Ok(())
+    }
+}
+
+/// Split a share-relative SMB path into checked components. A trailing
+/// `::$DATA` (the default data stream, MS-FSCC 2.1.5.1) is dropped. An empty
+/// path is the root; an empty component (leading, trailing or doubled `\`)
+/// is invalid, which also rejects `\\?\` and `\??\` prefixes.
+fn split(path: &str) -> Result<Vec<&str>, FsError> {
+    if path.len() > MAX_PATH {
+        return Err(FsError::InvalidName);
+    }
+    let path = match path.len().checked_sub(7).and_then(|i| Some((path.get(..i)?, path.get(i..)?))) {
+        Some((stem, s)) if !stem.is_empty() && s.eq_ignore_ascii_case("::$DATA") => stem,
+        _ => path,
+    };
+    if path.is_empty() {
+        return Ok(Vec::new());
+    }
+    path.split('\\').map(|c| check_component(c).map(|()| c)).collect()
+}
+
+pub(crate) fn check_name(path: &str) -> Result<(), FsError> {
+    split(path).map(drop)
+}
+
+/// Components as a path relative to the root fd (`.` for the root).
+fn rel(comps: &[&str]) -> String {
+    if comps.is_empty() {
+        ".".to_owned()
+    } else {
+        comps.join("/")
+    }
+}
+
+/// Open the directory holding the last component, beneath the root.
+/// A missing or non-directory parent is OBJECT_PATH_NOT_FOUND.
+fn open_parent(root: BorrowedFd<'_>, parent: &[&str]) -> Result<OwnedFd, FsError> {
+    beneath(root, &rel(parent), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| match e {
+        Errno::NOENT | Errno::NOTDIR => status(NtStatus::OBJECT_PATH_NOT_FOUND),
+        e => err(e),
+    })
+}
+
+/// Look up an existing object (following symlinks that stay inside) with
+/// O_PATH: missing is OBJECT_NAME_NOT_FOUND, or OBJECT_PATH_NOT_FOUND when
+/// its parent is missing.
+fn lookup(root: BorrowedFd<'_>, comps: &[&str]) -> Result<OwnedFd, FsError> {
+    match beneath(root, &rel(comps), OFlags::PATH, 0) {
+        Ok(fd) => Ok(fd),
+        Err(Errno::NOENT) => {
+            let parent = comps.split_last().map_or(&[][..], |(_, p)| p);
+            open_parent(root, parent)?;
+            Err(status(NtStatus::OBJECT_NAME_NOT_FOUND))
+        }
+        Err(Errno::NOTDIR) => Err(status(NtStatus::OBJECT_PATH_NOT_FOUND)),
+        Err(e) => Err(err(e)),
+    }
+}
+
+fn statx_at(dir: BorrowedFd<'_>, name: &str, flags: AtFlags) -> Result<Statx, Errno> {
+    rfs::statx(dir, name, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME)
+}
+
+fn fstatx(fd: BorrowedFd<'_>) -> Result<Statx, Errno> {
+    statx_at(fd, "", AtFlags::EMPTY_PATH)
+}
+
+fn file_type(x: &Statx) -> FileType {
+    FileType::from_raw_mode(x.stx_mode.into())
+}
+
+fn dev(x: &Statx) -> u64 {
+    (u64::from(x.stx_dev_major) << 32) | u64::from(x.stx_dev_minor)
+}
+
+fn same_file(a: &Statx, b: &Statx) -> bool {
+    dev(a) == dev(b) && a.stx_ino == b.stx_ino
+}
+
+/// A file id stable across opens: the inode number with the device mixed
+/// into the top 24 bits, so files on different mounts inside the share
+/// (or btrfs subvolumes, which reuse inode numbers) get distinct ids while
+/// ids within one file system stay distinct (XOR with a per-device constant
+/// is a bijection).
+fn file_id(x: &Statx) -> u64 {
+    let mix = dev(x).wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) & 0xFFFF_FF00_0000_0000;
+    x.stx_ino ^ mix
+}
+
+fn ft(t: &StatxTimestamp) -> u64 {
+    filetime(t.tv_sec, i64::from(t.tv_nsec))
+}
+
+/// Statx to SMB metadata. Creation time is the birth time when the file
+/// system records one, else the oldest of the other times.
+fn to_stat(x: &Statx) -> FileStat {
+    let (atime, mtime, ctime) = (ft(&x.stx_atime), ft(&x.stx_mtime), ft(&x.stx_ctime));
+    let creation_time = if x.stx_mask & StatxFlags::BTIME.bits() != 0 {
+        ft(&x.stx_btime)
+    } else {
+        atime.min(mtime).min(ctime)
+    };
+    let is_dir = file_type(x) == FileType::Directory;
+    let mut attributes = if is_dir { FILE_ATTRIBUTE_DIRECTORY } else { FILE_ATTRIBUTE_ARCHIVE };
+    if x.stx_mode & 0o200 == 0 {
+        attributes |= FILE_ATTRIBUTE_READONLY;
+    }
+    FileStat {
+        file_id: file_id(x),
+        size: x.stx_size,
+        allocation_size: x.stx_blocks.saturating_mul(512),
+        creation_time,
+        last_access_time: atime,
+        last_write_time: mtime,
+        change_time: ctime,
+        attributes,
+        nlink: x.stx_nlink,
+        is_dir,
+    }
+}
+
+pub(crate) fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
+    let fd = rfs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(err)?;
+    // openat2 needs Linux 5.6: fail here, not on the first request.
+    beneath(fd.as_fd(), ".", OFlags::PATH, 0).map_err(err)?;
+    Ok(PosixFs { root: Arc::new(fd), read_only })
+}
+
+/// MS-SMB2 3.3.5.9 / MS-FSA 2.1.5.1: open or create per CreateDisposition.
+pub(crate) fn open(
+    fs: &PosixFs,
+    path: &str,
+    opts: &OpenOptions,
+) -> Result<(Handle, CreateAction), FsError> {
+    let comps = split(path)?;
+    let truncate = matches!(
+        opts.disposition,
+        Disposition::Supersede | Disposition::Overwrite | Disposition::OverwriteIf
+    );
+    // MS-FSA 2.1.5.1: FILE_DIRECTORY_FILE allows only FILE_CREATE,
+    // FILE_OPEN and FILE_OPEN_IF.
+    if opts.kind == Kind::Directory && truncate {
+        return Err(status(NtStatus::INVALID_PARAMETER));
+    }
+    if fs.read_only && (opts.write || truncate || opts.disposition == Disposition::Create) {
+        return Err(FsError::ReadOnly);
+    }
+    let root = fs.root.as_fd();
+    let handle = |fd: OwnedFd, is_dir: bool| Handle {
+        fd,
+        path: comps.join("\\"),
+        is_dir,
+        root: Arc::clone(&fs.root),
+        read_only: fs.read_only,
+    };
+    for _ in 0..RETRIES {
+        match beneath(root, &rel(&comps), OFlags::PATH, 0) {
+            Ok(fd) => {
+                let (fd, is_dir, action) = open_existing(root, &comps, fd, opts, truncate)?;
+                return Ok((handle(fd, is_dir), action));
+            }
+            Err(Errno::NOENT) => {}
+            Err(Errno::NOTDIR) => return Err(status(NtStatus::OBJECT_PATH_NOT_FOUND)),
+            Err(e) => return Err(err(e)),
+        }
+        let Some((leaf, parent)) = comps.split_last() else {
+            return Err(status(NtStatus::OBJECT_NAME_NOT_FOUND));
+        };
+        let dir = open_parent(root, parent)?;
+        if matches!(opts.disposition, Disposition::Open | Disposition::Overwrite) {
+            return Err(status(NtStatus::OBJECT_NAME_NOT_FOUND));
+        }
+        if fs.read_only {
+            return Err(FsError::ReadOnly);
+        }
+        let created = if opts.kind == Kind::Directory {
+            rfs::mkdirat(&dir, *leaf, Mode::from_raw_mode(0o755)).and_then(|()| {
+                beneath(dir.as_fd(), leaf, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW, 0)
+            })
+        } else {
+            let access = if opts.write { OFlags::RDWR } else { OFlags::RDONLY };
+            let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOCTTY;
+            beneath(dir.as_fd(), leaf, flags, 0o644)
+        };
+        match created {
+            Ok(fd) => return Ok((handle(fd, opts.kind == Kind::Directory), CreateAction::Created)),
+            // Someone created it since our lookup: open what is there now.
+            // (A dangling symlink also lands here: O_EXCL does not follow it.)
+            Err(Errno::EXIST) if opts.disposition != Disposition::Create => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Err(status(NtStatus::OBJECT_NAME_COLLISION))
+}
+
+/// The object exists (`pfd` is its O_PATH fd): check kind and disposition,
+/// then reopen it for data access.
+fn open_existing(
+    root: BorrowedFd<'_>,
+    comps: &[&str],
+    pfd: OwnedFd,
+    opts: &OpenOptions,
+    truncate: bool,
+) -> Result<(OwnedFd, bool, CreateAction), FsError> {
+    if opts.disposition == Disposition::Create {
+        return Err(status(NtStatus::OBJECT_NAME_COLLISION));
+    }
+    let x = fstatx(pfd.as_fd()).map_err(err)?;
+    let kind = file_type(&x);
+    let is_dir = kind == FileType::Directory;
+    match (opts.kind, is_dir) {
+        (Kind::Directory, false) => return Err(status(NtStatus::NOT_A_DIRECTORY)),
+        (Kind::NonDirectory, true) => return Err(status(NtStatus::FILE_IS_A_DIRECTORY)),
+        _ => {}
+    }
+    if is_dir && truncate {
+        return Err(status(NtStatus::FILE_IS_A_DIRECTORY));
+    }
+    let action = match opts.disposition {
+        Disposition::Supersede => CreateAction::Superseded,
+        Disposition::Overwrite | Disposition::OverwriteIf => CreateAction::Overwritten,
+        _ => CreateAction::Opened,
+    };
+    let metadata_only = !opts.read && !opts.write && !truncate;
+    let fd = if is_dir {
+        match beneath(pfd.as_fd(), ".", OFlags::RDONLY | OFlags::DIRECTORY, 0) {
+            Ok(fd) => fd,
+            Err(Errno::ACCESS) if metadata_only => pfd,
+            Err(e) => return Err(err(e)),
+        }
+    } else if kind == FileType::RegularFile {
+        let access = if opts.write || truncate { OFlags::RDWR } else { OFlags::RDONLY };
+        // O_NONBLOCK: if the name was swapped for a FIFO since the lookup,
+        // do not hang in open (the check below then refuses it). It has no
+        // effect on regular files.
+        let flags = access | OFlags::NOCTTY | OFlags::NONBLOCK;
+        match beneath(root, &rel(comps), flags, 0) {
+            Ok(fd) => {
+                let now = fstatx(fd.as_fd()).map_err(err)?;
+                if !same_file(&x, &now) {
+                    return Err(status(NtStatus::ACCESS_DENIED));
+                }
+                if truncate {
+                    rfs::ftruncate(&fd, 0).map_err(err)?;
+                }
+                fd
+            }
+            Err(Errno::ACCESS) if metadata_only => pfd,
+            Err(e) => return Err(err(e)),
+        }
+    } else if metadata_only {
+        // FIFOs, sockets and devices: their "data" is not file data.
+        pfd
+    } else {
+        return Err(status(NtStatus::ACCESS_DENIED));
+    };
+    Ok((fd, is_dir, action))
+}
+
+pub(crate) fn stat_path(fs: &PosixFs, path: &str) -> Result<FileStat, FsError> {
+    let comps = split(path)?;
+    let fd = lookup(fs.root.as_fd(), &comps)?;
+    fstatx(fd.as_fd()).map(|x| to_stat(&x)).map_err(err)
+}
+
+/// Delete `path`. A symlink is removed as a link, even when the handle
+/// being closed was opened through it as a directory.
+pub(crate) fn unlink(fs: &PosixFs, path: &str, is_dir: bool) -> Result<(), FsError> {
+    if fs.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let comps = split(path)?;
+    let Some((leaf, parent)) = comps.split_last() else {
+        // The share root itself.
+        return Err(status(NtStatus::ACCESS_DENIED));
+    };
+    let dir = open_parent(fs.root.as_fd(), parent)?;
+    let x = statx_at(dir.as_fd(), leaf, AtFlags::SYMLINK_NOFOLLOW).map_err(err)?;
+    let flags = if is_dir && file_type(&x) != FileType::Symlink {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    rfs::unlinkat(&dir, *leaf, flags).map_err(|e| match e {
+        // Some file systems report a non-empty directory as EEXIST.
+        Errno::NOTEMPTY | Errno::EXIST => status(NtStatus::DIRECTORY_NOT_EMPTY),
+        Errno::NOTDIR => status(NtStatus::NOT_A_DIRECTORY),
+        e => err(e),
+    })
+}
+
+/// MS-FSA 2.1.5.14.11 (FileRenameInformation): a directory target is
+/// ACCESS_DENIED even with ReplaceIfExists.
+pub(crate) fn rename(fs: &PosixFs, from: &str, to: &str, replace: bool) -> Result<(), FsError> {
+    if fs.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let (from, to) = (split(from)?, split(to)?);
+    let (Some((fleaf, fparent)), Some((tleaf, tparent))) = (from.split_last(), to.split_last())
+    else {
+        return Err(status(NtStatus::ACCESS_DENIED));
+    };
+    let root = fs.root.as_fd();
+    let fdir = open_parent(root, fparent)?;
+    let tdir = open_parent(root, tparent)?;
+    let flags = if replace {
+        match statx_at(tdir.as_fd(), tleaf, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(x) if file_type(&x) == FileType::Directory => {
+                return Err(status(NtStatus::ACCESS_DENIED))
+            }
+            _ => RenameFlags::empty(),
+        }
+    } else {
+        RenameFlags::NOREPLACE
+    };
+    rfs::renameat_with(&fdir, *fleaf, &tdir, *tleaf, flags).map_err(|e| match e {
+        Errno::NOENT => status(NtStatus::OBJECT_NAME_NOT_FOUND),
+        // Different mounts inside the share.
+        Errno::XDEV => status(NtStatus(0xC000_00D4)), // STATUS_NOT_SAME_DEVICE
+        // A directory over a file, or over a directory created meanwhile.
+        Errno::NOTEMPTY | Errno::ISDIR | Errno::NOTDIR => status(NtStatus::ACCESS_DENIED),
+        e => err(e),
+    })
+}
+
+/// MS-FSCC 2.5.8 / 2.5.4 (FileFsFullSizeInformation, FileFsSizeInformation).
+pub(crate) fn stat_fs(fs: &PosixFs) -> Result<FsStat, FsError> {
+    let v = rfs::fstatvfs(&*fs.root).map_err(err)?;
+    let x = fstatx(fs.root.as_fd()).map_err(err)?;
+    let d = dev(&x);
+    Ok(FsStat {
+        total_blocks: v.f_blocks,
+        free_blocks: v.f_bfree,
+        avail_blocks: v.f_bavail,
+        block_size: v.f_frsize,
+        max_name_len: u32::try_from(v.f_namemax).unwrap_or(u32::MAX).min(MAX_COMPONENT as u32),
+        serial: (d ^ (d >> 32)) as u32,
+    })
+}
+
+pub(crate) fn fstat(h: &Handle) -> Result<FileStat, FsError> {
+    fstatx(h.fd.as_fd()).map(|x| to_stat(&x)).map_err(err)
+}
+
+/// One pread loop into the caller's buffer: stops when it is full or at EOF.
+pub(crate) fn read_at(h: &Handle, buf: &mut [u8], offset: u64) -> Result<usize, FsError> {
+    let mut done = 0;
+    while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
+        let at = offset.checked_add(done as u64).ok_or(status(NtStatus::INVALID_PARAMETER))?;
+        match rustix::io::pread(&h.fd, rest, at) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Ok(done)
+}
+
+pub(crate) fn write_at(h: &Handle, buf: &[u8], offset: u64) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let mut done = 0;
+    while let Some(rest) = buf.get(done..).filter(|r| !r.is_empty()) {
+        let at = offset.checked_add(done as u64).ok_or(status(NtStatus::INVALID_PARAMETER))?;
+        match rustix::io::pwrite(&h.fd, rest, at) {
+            Ok(0) => return Err(status(NtStatus::DISK_FULL)),
+            Ok(n) => done += n,
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Size changes need a handle opened for writing.
+fn check_writable(h: &Handle) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let fl = rfs::fcntl_getfl(&h.fd).map_err(err)?;
+    if fl.contains(OFlags::PATH) || fl & OFlags::RWMODE == OFlags::RDONLY {
+        return Err(status(NtStatus::ACCESS_DENIED));
+    }
+    Ok(())
+}
+
+/// MS-FSCC 2.4.14 FileEndOfFileInformation.
+pub(crate) fn set_len(h: &Handle, len: u64) -> Result<(), FsError> {
+    check_writable(h)?;
+    rfs::ftruncate(&h.fd, len).map_err(err)
+}
+
+/// MS-FSCC 2.4.4 FileAllocationInformation: below the end of file it
+/// truncates; above, it reserves blocks without changing the size (where
+/// the file system cannot, the request is a successful no-op).
+pub(crate) fn set_allocation(h: &Handle, len: u64) -> Result<(), FsError> {
+    check_writable(h)?;
+    let size = fstatx(h.fd.as_fd()).map_err(err)?.stx_size;
+    if len < size {
+        return rfs::ftruncate(&h.fd, len).map_err(err);
+    }
+    if len == size {
+        return Ok(());
+    }
+    match rfs::fallocate(&h.fd, FallocateFlags::KEEP_SIZE, 0, len) {
+        Ok(()) | Err(Errno::OPNOTSUPP) => Ok(()),
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// FILETIME to a timespec; `None` leaves the time unchanged.
+fn timespec(t: Option<u64>) -> Timespec {
+    match t {
+        Some(ft) => Timespec {
+            tv_sec: (ft / 10_000_000) as i64 - 11_644_473_600,
+            tv_nsec: ((ft % 10_000_000) * 100) as _,
+        },
+        None => Timespec { tv_sec: 0, tv_nsec: rfs::UTIME_OMIT },
+    }
+}
+
+/// MS-FSCC 2.4.7 FileBasicInformation times.
+pub(crate) fn set_times(h: &Handle, t: &SetTimes) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    if t.last_access_time.is_none() && t.last_write_time.is_none() {
+        return Ok(());
+    }
+    let ts = Timestamps {
+        last_access: timespec(t.last_access_time),
+        last_modification: timespec(t.last_write_time),
+    };
+    rfs::futimens(&h.fd, &ts).map_err(err)
+}
+
+/// FILE_ATTRIBUTE_READONLY: set clears every write bit, clear restores the
+/// owner's.
+pub(crate) fn set_readonly(h: &Handle, ro: bool) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let mode = u32::from(fstatx(h.fd.as_fd()).map_err(err)?.stx_mode) & 0o7777;
+    let new = if ro { mode & !0o222 } else { mode | 0o200 };
+    if new == mode {
+        return Ok(());
+    }
+    rfs::fchmod(&h.fd, Mode::from_raw_mode(new)).map_err(err)
+}
+
+pub(crate) fn sync(h: &Handle) -> Result<(), FsError> {
+    rfs::fsync(&h.fd).map_err(err)
+}
+
+/// `.` and `..` (the root's `..` is the root), then every entry sorted by
+/// name. Names no SMB client could open again (not UTF-8, or failing
+/// [`check_component`]) and entries that vanish while we stat them are
+/// left out. A symlink shows its target's metadata when the target is
+/// inside the share, else the link's own.
+pub(crate) fn read_dir(h: &Handle) -> Result<Vec<DirEntry>, FsError> {
+    let root = h.root.as_fd();
+    let me = fstatx(h.fd.as_fd()).map_err(err)?;
+    let is_root = same_file(&me, &fstatx(root).map_err(err)?);
+    // The handle's own path, to resolve symlink targets beneath the root.
+    let comps = split(&h.path).ok();
+    let parent = match (&comps, is_root) {
+        (Some(c), false) => {
+            let p = c.split_last().map_or(&[][..], |(_, p)| p);
+            beneath(root, &rel(p), OFlags::PATH, 0).and_then(|fd| fstatx(fd.as_fd())).ok()
+        }
+        _ => None,
+    };
+    let mut out = vec![
+        DirEntry { name: ".".to_owned(), stat: to_stat(&me) },
+        DirEntry { name: "..".to_owned(), stat: to_stat(parent.as_ref().unwrap_or(&me)) },
+    ];
+    let mut entries = Vec::new();
+    let mut dir = rfs::Dir::read_from(&h.fd).map_err(err)?;
+    while let Some(ent) = dir.read() {
+        let ent = ent.map_err(err)?;
+        let Ok(name) = ent.file_name().to_str() else { continue };
+        if name == "." || name == ".." || check_component(name).is_err() {
+            continue;
+        }
+        let Ok(mut x) = statx_at(h.fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        if file_type(&x) == FileType::Symlink {
+            if let Some(c) = &comps {
+                let target = format!("{}/{name}", rel(c));
+                if let Ok(t) = beneath(root, &target, OFlags::PATH, 0).and_then(|fd| fstatx(fd.as_fd())) {
+                    x = t;
+                }
+            }
+        }
+        entries.push(DirEntry { name: name.to_owned(), stat: to_stat(&x) });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    out.extend(entries);
+    Ok(out)
+}

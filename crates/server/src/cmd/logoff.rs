@@ -1,0 +1,18 @@
+//! LOGOFF (MS-SMB2 2.2.7, 2.2.8; processing 3.3.5.6): closes the session's
+//! opens and trees and forgets the session.
+
+use crate::dispatch::{Ctx, HResult, Req};
+use smbq_wire::session_setup::encode_empty;
+use smbq_wire::NtStatus;
+
+pub fn handle(ctx: &mut Ctx<'_>, _req: &Req<'_>) -> HResult {
+    let sid = ctx.session_id;
+    super::close::close_where(ctx.conn, |o| o.session_id == sid);
+    // Keep the session until its response is signed/sealed; dispatch drops it after.
+    if let Some(s) = ctx.conn.sessions.get_mut(&sid) {
+        s.trees.clear();
+        s.state = crate::session::SessionState::LoggedOff;
+    }
+    encode_empty(ctx.out);
+    Ok(NtStatus::SUCCESS)
+}

@@ -1,0 +1,19 @@
+//! One module per SMB2 command (MS-SMB2 3.3.5.x). Each `handle` runs after
+//! `dispatch` has checked the command's preconditions.
+
+pub mod close;
+pub mod create;
+pub mod echo;
+pub mod flush;
+pub mod ioctl;
+pub mod lock;
+pub mod logoff;
+pub mod negotiate;
+pub mod query_directory;
+pub mod query_info;
+pub mod read;
+pub mod session_setup;
+pub mod set_info;
+pub mod tree_connect;
+pub mod tree_disconnect;
+pub mod write;

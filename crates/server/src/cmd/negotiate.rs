@@ -1,0 +1,184 @@
+//! NEGOTIATE (MS-SMB2 2.2.3, 2.2.4; processing 3.3.5.3 and 3.3.5.4), and
+//! the SMB1 negotiate that starts a multi-protocol exchange (3.3.5.3.1).
+
+use crate::connection::{ConnState, Fatal, Negotiated, TransportKind};
+use crate::credits::Credits;
+use crate::dispatch::{Ctx, HResult, Req};
+use crate::server::now_filetime;
+use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
+use smbq_wire::negotiate::{
+    caps, ctx as nctx, decode_id_list, decode_preauth, decode_transport_caps, security_mode, NegotiateRequest,
+    NegotiateResponse, ACCEPT_TRANSPORT_LEVEL_SECURITY, HASH_SHA512,
+};
+use smbq_wire::{header, Dialect, Header, NtStatus, Put};
+use std::time::SystemTime;
+
+/// Dialects we speak, best first.
+const DIALECTS: [Dialect; 5] = [Dialect::SMB311, Dialect::SMB302, Dialect::SMB300, Dialect::SMB210, Dialect::SMB202];
+/// Cipher preference: GCM before CCM, 128 before 256 (what Windows picks).
+const CIPHERS: [Cipher; 4] = [Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm];
+const SIGNING: [SigningAlgorithm; 3] = [SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256];
+
+pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    let r = NegotiateRequest::decode(req.msg).map_err(NtStatus::from)?;
+    //= MS-SMB2 3.3.5.4
+    //# the server MUST select the greatest common dialect; if there is none,
+    //# it MUST fail the request with STATUS_NOT_SUPPORTED.
+    let dialect = DIALECTS.iter().copied().find(|d| r.dialects.contains(d)).ok_or(NtStatus::NOT_SUPPORTED)?;
+    let info = &ctx.conn.info;
+    let limits = &ctx.conn.server.config.limits;
+    let mut neg = Negotiated {
+        dialect,
+        client_guid: r.client_guid,
+        client_capabilities: r.capabilities,
+        client_security_mode: r.security_mode,
+        cipher: None,
+        signing: if dialect.is_smb3() { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 },
+        max_io: if dialect == Dialect::SMB202 { 65536 } else { limits.max_io },
+        transport_security: false,
+    };
+    let mut contexts = Vec::new();
+    if dialect == Dialect::SMB311 {
+        //# If the negotiate request has no SMB2_PREAUTH_INTEGRITY_CAPABILITIES
+        //# context, or it names no hash we support, fail with
+        //# STATUS_INVALID_PARAMETER / STATUS_SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP.
+        let pre = r.context(nctx::PREAUTH_INTEGRITY).ok_or(NtStatus::INVALID_PARAMETER)?;
+        let hashes = decode_preauth(pre).map_err(NtStatus::from)?;
+        if !hashes.contains(&HASH_SHA512) {
+            return Err(NtStatus(0xC05D_0000)); // STATUS_SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP
+        }
+        let salt: [u8; 32] = rand::random();
+        let mut d = Vec::new();
+        d.u16(1);
+        d.u16(32);
+        d.u16(HASH_SHA512);
+        d.bytes(&salt);
+        contexts.push((nctx::PREAUTH_INTEGRITY, d));
+
+        if let Some(data) = r.context(nctx::ENCRYPTION) {
+            let offered = decode_id_list(data).map_err(NtStatus::from)?;
+            neg.cipher = CIPHERS.iter().copied().find(|c| offered.contains(&c.id()));
+            let mut d = Vec::new();
+            d.u16(1);
+            d.u16(neg.cipher.map(|c| c.id()).unwrap_or(0));
+            contexts.push((nctx::ENCRYPTION, d));
+        }
+        if let Some(data) = r.context(nctx::SIGNING) {
+            let offered = decode_id_list(data).map_err(NtStatus::from)?;
+            neg.signing = SIGNING.iter().copied().find(|a| offered.contains(&a.id())).unwrap_or(SigningAlgorithm::AesCmac);
+            let mut d = Vec::new();
+            d.u16(1);
+            d.u16(neg.signing.id());
+            contexts.push((nctx::SIGNING, d));
+        }
+        //= MS-SMB2 3.3.5.4
+        //# SMB2_TRANSPORT_CAPABILITIES: accepted only over a transport that
+        //# itself provides security (QUIC), never over TCP.
+        if let Some(data) = r.context(nctx::TRANSPORT_CAPABILITIES) {
+            let flags = decode_transport_caps(data).map_err(NtStatus::from)?;
+            if flags & ACCEPT_TRANSPORT_LEVEL_SECURITY != 0 && info.secure && info.kind == TransportKind::Quic {
+                neg.transport_security = true;
+                let mut d = Vec::new();
+                d.u32(ACCEPT_TRANSPORT_LEVEL_SECURITY);
+                contexts.push((nctx::TRANSPORT_CAPABILITIES, d));
+            }
+        }
+    }
+    let mut capabilities = 0;
+    if dialect != Dialect::SMB202 {
+        capabilities |= caps::LARGE_MTU;
+    }
+    if dialect == Dialect::SMB300 || dialect == Dialect::SMB302 {
+        if r.capabilities & caps::ENCRYPTION != 0 {
+            neg.cipher = Some(Cipher::Aes128Ccm);
+            capabilities |= caps::ENCRYPTION;
+        }
+    }
+    let mut sec_mode = security_mode::SIGNING_ENABLED;
+    if ctx.conn.server.config.signing_required {
+        sec_mode |= security_mode::SIGNING_REQUIRED;
+    }
+    let now = now_filetime(SystemTime::now());
+    let token = smbq_auth::spnego_negotiate_token();
+    let header_start = ctx.header_start;
+    NegotiateResponse {
+        security_mode: sec_mode,
+        dialect,
+        server_guid: ctx.conn.server.guid,
+        capabilities,
+        max_transact: neg.max_io,
+        max_read: neg.max_io,
+        max_write: neg.max_io,
+        system_time: now,
+        start_time: 0,
+        security_buffer: &token,
+        contexts,
+    }
+    .encode(ctx.out, header_start);
+    ctx.conn.preauth = PreauthHash::new();
+    ctx.conn.neg = Some(neg);
+    Ok(NtStatus::SUCCESS)
+}
+
+/// An SMB1 NEGOTIATE naming "SMB 2.???" or "SMB 2.002" gets an SMB2
+/// NEGOTIATE response with the wildcard dialect 0x02FF (or 0x0202)
+/// (MS-SMB2 3.3.5.3.1). Anything else ends the connection.
+pub(crate) fn smb1(st: &mut ConnState, credits: &mut Credits, msg: &[u8]) -> Result<Vec<u8>, Fatal> {
+    if st.neg.is_some() {
+        return Err(Fatal::PeerMisbehaved("SMB1 after NEGOTIATE"));
+    }
+    // SMB1 header is 32 bytes; command 0x72 NEGOTIATE at byte 4; then
+    // WordCount (must be 0), ByteCount, and 0x02-prefixed dialect strings.
+    if msg.get(4) != Some(&0x72) || msg.get(32) != Some(&0) {
+        return Err(Fatal::Malformed("SMB1 message"));
+    }
+    let bytes = msg.get(35..).ok_or(Fatal::Malformed("SMB1 negotiate"))?;
+    let names: Vec<&[u8]> = bytes.split(|b| *b == 0).map(|s| s.strip_prefix(&[2u8][..]).unwrap_or(s)).collect();
+    let dialect = if names.contains(&&b"SMB 2.???"[..]) {
+        Dialect::WILDCARD
+    } else if names.contains(&&b"SMB 2.002"[..]) {
+        Dialect::SMB202
+    } else {
+        return Err(Fatal::PeerMisbehaved("SMB1 negotiate without SMB2 dialects"));
+    };
+    if !credits.consume(0, 1) {
+        return Err(Fatal::PeerMisbehaved("SMB1 negotiate twice"));
+    }
+    let mut out = vec![0u8; 4];
+    let hdr = Header {
+        command: smbq_wire::Command::NEGOTIATE.0,
+        credits: credits.grant(1),
+        flags: header::flags::SERVER_TO_REDIR,
+        ..Default::default()
+    };
+    hdr.encode(&mut out);
+    let token = smbq_auth::spnego_negotiate_token();
+    let max_io = st.server.config.limits.max_io;
+    NegotiateResponse {
+        security_mode: security_mode::SIGNING_ENABLED,
+        dialect,
+        server_guid: st.server.guid,
+        capabilities: if dialect == Dialect::WILDCARD { caps::LARGE_MTU } else { 0 },
+        max_transact: max_io,
+        max_read: max_io,
+        max_write: max_io,
+        system_time: now_filetime(SystemTime::now()),
+        start_time: 0,
+        security_buffer: &token,
+        contexts: Vec::new(),
+    }
+    .encode(&mut out, 4);
+    if dialect == Dialect::SMB202 {
+        st.neg = Some(Negotiated {
+            dialect,
+            client_guid: [0; 16],
+            client_capabilities: 0,
+            client_security_mode: 0,
+            cipher: None,
+            signing: SigningAlgorithm::HmacSha256,
+            max_io: 65536,
+            transport_security: false,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,123 @@
+//! SESSION_SETUP (MS-SMB2 2.2.5, 2.2.6; processing 3.3.5.5): SPNEGO/NTLMv2
+//! authentication, key derivation, re-authentication.
+
+use crate::config::EncryptPolicy;
+use crate::dispatch::{Ctx, HResult, Req};
+use crate::server::now_filetime;
+use crate::session::{Session, SessionState};
+use smbq_auth::{AuthError, AuthStep, ServerAuth, TargetInfo};
+use smbq_crypto::{derive_keys, Sealer, Signer, SigningAlgorithm};
+use smbq_wire::negotiate::security_mode;
+use smbq_wire::session_setup::{encode_response, session_flags, SessionSetupRequest, FLAG_BINDING};
+use smbq_wire::{Dialect, NtStatus};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    let server = ctx.conn.server.clone();
+    let limits = &server.config.limits;
+    let r = SessionSetupRequest::decode(req.msg, limits.max_security_blob).map_err(NtStatus::from)?;
+    //= MS-SMB2 3.3.5.5
+    //# binding a session to a second channel needs multichannel, which this
+    //# server does not offer.
+    if r.flags & FLAG_BINDING != 0 {
+        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+    }
+    let neg = ctx.conn.neg.clone().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let target = TargetInfo {
+        netbios_computer: server.config.server_name.clone(),
+        netbios_domain: server.config.domain.clone(),
+        dns_computer: server.config.server_name.to_lowercase(),
+        dns_domain: String::new(),
+    };
+    let now = now_filetime(SystemTime::now());
+    let mut sid = req.hdr.session_id;
+    let mut fresh = false;
+    if sid == 0 {
+        if ctx.conn.sessions.len() >= limits.max_sessions_per_connection
+            || server.sessions.load(Ordering::Relaxed) >= limits.max_sessions
+        {
+            return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+        }
+        sid = server.session_id();
+        let s = Session::new(sid, ServerAuth::new(target, now), ctx.conn.preauth.clone());
+        ctx.conn.sessions.insert(sid, s);
+        server.sessions.fetch_add(1, Ordering::Relaxed);
+        fresh = true;
+    }
+    ctx.session_id = sid;
+    let session = ctx.conn.sessions.get_mut(&sid).ok_or(NtStatus::USER_SESSION_DELETED)?;
+    let reauth = session.signer.is_some();
+    if session.is_valid() {
+        //= MS-SMB2 3.3.5.5.2: re-authentication of a valid session.
+        session.state = SessionState::InProgress(Box::new(ServerAuth::new(target, now)));
+    }
+    if neg.dialect == Dialect::SMB311 && !reauth {
+        session.preauth.update(req.msg);
+    }
+    let SessionState::InProgress(auth) = &mut session.state else {
+        return Err(NtStatus::INVALID_PARAMETER);
+    };
+    let lookup = |user: &str, _domain: &str| server.lookup_user(user);
+    let step = auth.step(r.security_buffer, &lookup);
+    let failed = |ctx: &mut Ctx<'_>, status: NtStatus| {
+        tracing::info!(peer = ?ctx.conn.info.peer, %status, "session setup failed");
+        if ctx.conn.sessions.remove(&sid).is_some() {
+            server.sessions.fetch_sub(1, Ordering::Relaxed);
+        }
+        if status == NtStatus::LOGON_FAILURE {
+            ctx.conn.delay_until = Some(ctx.now + Duration::from_millis(limits.failed_logon_delay_ms));
+        }
+        Err(status)
+    };
+    let (token, user, domain, session_key) = match step {
+        Ok(AuthStep::Continue(tok)) => {
+            encode_response(ctx.out, ctx.header_start, 0, &tok);
+            return Ok(NtStatus::MORE_PROCESSING_REQUIRED);
+        }
+        Ok(AuthStep::Done { anonymous: true, .. }) => return failed(ctx, NtStatus::LOGON_FAILURE),
+        Ok(AuthStep::Done { token, user, domain, session_key, .. }) => (token, user, domain, session_key),
+        Err(AuthError::LogonFailure) => return failed(ctx, NtStatus::LOGON_FAILURE),
+        Err(AuthError::Malformed(_)) => return failed(ctx, NtStatus::INVALID_PARAMETER),
+        Err(AuthError::Unsupported(_)) => return failed(ctx, NtStatus::NOT_SUPPORTED),
+    };
+    let _ = fresh;
+    if reauth {
+        //# The user of a re-authenticated session must not change.
+        if !session.user.eq_ignore_ascii_case(&user) {
+            return failed(ctx, NtStatus::ACCESS_DENIED);
+        }
+        session.state = SessionState::Valid;
+        encode_response(ctx.out, ctx.header_start, if session.encrypt_data { session_flags::ENCRYPT_DATA } else { 0 }, &token);
+        return Ok(NtStatus::SUCCESS);
+    }
+    let preauth = (neg.dialect == Dialect::SMB311).then_some(&session.preauth.0);
+    let keys = derive_keys(neg.dialect.0, &session_key, preauth, neg.cipher);
+    let algo = if neg.dialect.is_smb3() { neg.signing } else { SigningAlgorithm::HmacSha256 };
+    session.signer = Some(Signer::new(algo, &keys.signing));
+    if let Some(cipher) = neg.cipher {
+        session.encryptor = Some(Sealer::new(cipher, &keys.encrypt));
+        session.decryptor = Some(Sealer::new(cipher, &keys.decrypt));
+    }
+    session.signing_required = server.config.signing_required
+        || u16::from(r.security_mode) & security_mode::SIGNING_REQUIRED != 0;
+    let can_encrypt = neg.cipher.is_some();
+    let policy = server.config.encrypt;
+    if neg.transport_security {
+        session.encrypt_data = false;
+    } else if policy == EncryptPolicy::Required && !can_encrypt {
+        //= MS-SMB2 3.3.5.5.3: a client that cannot encrypt is refused when
+        //= the server requires encryption.
+        return failed(ctx, NtStatus::ACCESS_DENIED);
+    } else {
+        session.encrypt_data = can_encrypt && policy != EncryptPolicy::Off;
+    }
+    session.user = user;
+    session.domain = domain;
+    session.state = SessionState::Valid;
+    tracing::info!(peer = ?ctx.conn.info.peer, user = %session.user, dialect = ?neg.dialect, cipher = ?neg.cipher,
+        encrypt = session.encrypt_data, "session established");
+    let flags = if session.encrypt_data { session_flags::ENCRYPT_DATA } else { 0 };
+    encode_response(ctx.out, ctx.header_start, flags, &token);
+    Ok(NtStatus::SUCCESS)
+}

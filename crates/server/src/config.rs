@@ -1,0 +1,120 @@
+//! Server settings: shares, limits, encryption policy. Deserialized from the
+//! TOML config by the binary; every field has a default that works.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Per-share (or global) SMB encryption policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncryptPolicy {
+    /// Unencrypted requests are refused with ACCESS_DENIED (MS-SMB2 3.3.5.2.11).
+    Required,
+    /// Ask capable clients to encrypt (ENCRYPT_DATA); others may still connect.
+    #[default]
+    Desired,
+    Off,
+}
+
+impl std::str::FromStr for EncryptPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "required" => Ok(Self::Required),
+            "desired" => Ok(Self::Desired),
+            "off" => Ok(Self::Off),
+            _ => Err(format!("encrypt must be required, desired or off, not {s:?}")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct ShareConfig {
+    pub name: String,
+    pub path: PathBuf,
+    #[serde(default)]
+    pub read_only: bool,
+    #[serde(default)]
+    pub encrypt: EncryptPolicy,
+}
+
+/// Limits that bound what peers can make the server hold.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub max_sessions_per_connection: usize,
+    pub max_sessions: usize,
+    pub max_opens_per_connection: usize,
+    pub max_trees_per_session: usize,
+    /// Credits a client may hold (the command sequence window).
+    pub credits: u16,
+    /// Largest READ/WRITE/transact payload (MaxReadSize etc.).
+    pub max_io: u32,
+    /// Seconds a connection may take from accept to an authenticated session.
+    pub preauth_timeout_secs: u64,
+    /// Seconds an authenticated connection may stay idle with no opens.
+    pub idle_timeout_secs: u64,
+    /// Delay before a failed logon is answered, in milliseconds.
+    pub failed_logon_delay_ms: u64,
+    /// Largest SESSION_SETUP security blob.
+    pub max_security_blob: usize,
+    /// Requests in flight per connection (queued plus async).
+    pub max_outstanding: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 1024,
+            max_sessions_per_connection: 16,
+            max_sessions: 4096,
+            max_opens_per_connection: 16384,
+            max_trees_per_session: 64,
+            credits: 512,
+            max_io: 8 * 1024 * 1024,
+            preauth_timeout_secs: 30,
+            idle_timeout_secs: 900,
+            failed_logon_delay_ms: 500,
+            max_security_blob: 64 * 1024,
+            max_outstanding: 1024,
+        }
+    }
+}
+
+impl Limits {
+    pub fn preauth_timeout(&self) -> Duration {
+        Duration::from_secs(self.preauth_timeout_secs)
+    }
+    /// Largest frame a peer may send: max I/O plus headers and a compound's worth of slack.
+    pub fn max_frame(&self) -> usize {
+        (self.max_io as usize + 64 * 1024).min(smbq_wire::framing::MAX_FRAME)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub shares: Vec<ShareConfig>,
+    pub limits: Limits,
+    /// NetBIOS-style name reported in NTLM target info.
+    pub server_name: String,
+    pub domain: String,
+    /// Require signing on every session (encryption implies integrity anyway).
+    pub signing_required: bool,
+    /// Global policy applied to sessions (shares can only tighten it).
+    pub encrypt: EncryptPolicy,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            shares: Vec::new(),
+            limits: Limits::default(),
+            server_name: "SMBQ".into(),
+            domain: "WORKGROUP".into(),
+            signing_required: false,
+            encrypt: EncryptPolicy::Desired,
+        }
+    }
+}

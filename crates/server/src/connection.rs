@@ -1,0 +1,265 @@
+//! One client connection, sans-IO (MS-SMB2 3.3.1.7), driven like
+//! quinn-proto: the transport feeds whole messages to [`Connection::handle_message`]
+//! (with `now`), sends what [`Connection::poll_transmit`] yields, and calls
+//! [`Connection::handle_timeout`] at [`Connection::poll_timeout`].
+
+use crate::credits::Credits;
+use crate::dispatch::{self, AsyncWork};
+use crate::open::Open;
+use crate::server::Server;
+use crate::session::Session;
+use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
+use smbq_wire::{framing, transform, Dialect};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportKind {
+    Tcp,
+    Quic,
+}
+
+/// What the transport tells the engine about itself; the only place SMB
+/// logic learns which transport it runs on.
+#[derive(Clone, Debug)]
+pub struct TransportInfo {
+    pub kind: TransportKind,
+    pub peer: Option<SocketAddr>,
+    /// The transport encrypts and authenticates the server (TLS 1.3 in QUIC).
+    pub secure: bool,
+}
+
+/// What NEGOTIATE settled (MS-SMB2 3.3.1.7).
+#[derive(Clone, Debug)]
+pub struct Negotiated {
+    pub dialect: Dialect,
+    pub client_guid: [u8; 16],
+    pub client_capabilities: u32,
+    pub client_security_mode: u16,
+    pub cipher: Option<Cipher>,
+    pub signing: SigningAlgorithm,
+    pub max_io: u32,
+    /// SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY accepted: no SMB encryption here.
+    pub transport_security: bool,
+}
+
+/// Why the connection must end. Fatal stays fatal.
+#[derive(Debug, thiserror::Error)]
+pub enum Fatal {
+    #[error("malformed message: {0}")]
+    Malformed(&'static str),
+    #[error("peer misbehaved: {0}")]
+    PeerMisbehaved(&'static str),
+    #[error("timed out: {0}")]
+    Timeout(&'static str),
+    #[error("connection closed")]
+    Closed,
+}
+
+/// Connection state handlers may touch (everything but the output queues).
+pub struct ConnState {
+    pub id: u64,
+    pub server: Arc<Server>,
+    pub info: TransportInfo,
+    pub neg: Option<Negotiated>,
+    pub preauth: PreauthHash,
+    pub sessions: HashMap<u64, Session>,
+    pub opens: HashMap<u64, Open>,
+    next_volatile: u64,
+    /// Answers held back until the instant (failed-logon delay).
+    pub(crate) delay_until: Option<Instant>,
+}
+
+impl ConnState {
+    pub fn volatile_id(&mut self) -> u64 {
+        self.next_volatile += 1;
+        self.next_volatile
+    }
+}
+
+pub(crate) struct Pending {
+    pub async_id: u64,
+    pub message_id: u64,
+    pub session_id: u64,
+    pub tree_id: u32,
+    pub command: u16,
+    pub encrypted: bool,
+    pub signed: bool,
+    pub work: AsyncWork,
+}
+
+pub struct Connection {
+    pub(crate) st: ConnState,
+    pub(crate) credits: Credits,
+    pub(crate) pending: Vec<Pending>,
+    next_async_id: u64,
+    out: VecDeque<Vec<u8>>,
+    held: VecDeque<Vec<u8>>,
+    created: Instant,
+    last_activity: Instant,
+    last_retry: Instant,
+    closed: bool,
+}
+
+/// How often blocked operations (byte-range locks) are retried.
+const RETRY_INTERVAL: Duration = Duration::from_millis(10);
+
+impl Connection {
+    pub fn new(server: Arc<Server>, info: TransportInfo, now: Instant) -> Connection {
+        server.connections.fetch_add(1, Ordering::Relaxed);
+        let credits = Credits::new(server.config.limits.credits);
+        Connection {
+            st: ConnState {
+                id: server.connection_id(),
+                server,
+                info,
+                neg: None,
+                preauth: PreauthHash::new(),
+                sessions: HashMap::new(),
+                opens: HashMap::new(),
+                next_volatile: 0,
+                delay_until: None,
+            },
+            credits,
+            pending: Vec::new(),
+            next_async_id: 0,
+            out: VecDeque::new(),
+            held: VecDeque::new(),
+            created: now,
+            last_activity: now,
+            last_retry: now,
+            closed: false,
+        }
+    }
+
+    /// Whether the server is already at its connection limit (the transport
+    /// should refuse before creating a `Connection`).
+    pub fn at_limit(server: &Server) -> bool {
+        server.connections.load(Ordering::Relaxed) >= server.config.limits.max_connections
+    }
+
+    pub fn max_frame(&self) -> usize {
+        self.st.server.config.limits.max_frame()
+    }
+
+    /// One message as framed by the transport (no length prefix). Mutable so
+    /// an encrypted message can be decrypted in place.
+    pub fn handle_message(&mut self, now: Instant, msg: &mut [u8]) -> Result<(), Fatal> {
+        if self.closed {
+            return Err(Fatal::Closed);
+        }
+        self.last_activity = now;
+        let r = self.handle_inner(now, msg);
+        if r.is_err() {
+            self.closed = true;
+        }
+        r
+    }
+
+    fn handle_inner(&mut self, now: Instant, msg: &mut [u8]) -> Result<(), Fatal> {
+        if msg.get(..4) == Some(&smbq_wire::header::SMB1_PROTOCOL_ID[..]) {
+            let reply = crate::cmd::negotiate::smb1(&mut self.st, &mut self.credits, msg)?;
+            self.queue(reply);
+            return Ok(());
+        }
+        if transform::is_transform(msg) {
+            let sid = transform::session_id(msg).map_err(|_| Fatal::Malformed("transform header"))?;
+            let session = self.st.sessions.get(&sid).ok_or(Fatal::PeerMisbehaved("transform for unknown session"))?;
+            let dec = session.decryptor.as_ref().ok_or(Fatal::PeerMisbehaved("transform without encryption keys"))?;
+            let plain = dec.open(msg).map_err(|_| Fatal::PeerMisbehaved("decryption failed"))?;
+            return dispatch::process(self, now, plain, Some(sid));
+        }
+        dispatch::process(self, now, msg, None)
+    }
+
+    /// Queue a framed response. `buf` starts with 4 bytes reserved for the prefix.
+    pub(crate) fn queue(&mut self, mut buf: Vec<u8>) {
+        let len = buf.len().saturating_sub(4);
+        if let Some(p) = buf.get_mut(..4) {
+            p.copy_from_slice(&framing::prefix(len));
+        }
+        if self.st.delay_until.is_some() {
+            self.held.push_back(buf);
+        } else {
+            self.out.push_back(buf);
+        }
+    }
+
+    /// Next frame to send, with its 4-byte Direct TCP prefix.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.deadline();
+        if let Some(d) = self.st.delay_until {
+            t = t.min(d);
+        }
+        if !self.pending.is_empty() {
+            t = t.min(self.last_retry + RETRY_INTERVAL);
+        }
+        Some(t)
+    }
+
+    fn deadline(&self) -> Instant {
+        let l = &self.st.server.config.limits;
+        if self.st.sessions.values().any(|s| s.is_valid()) {
+            self.last_activity + Duration::from_secs(l.idle_timeout_secs)
+        } else {
+            self.created + l.preauth_timeout()
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Fatal> {
+        if let Some(d) = self.st.delay_until {
+            if now >= d {
+                self.st.delay_until = None;
+                self.out.extend(self.held.drain(..));
+            }
+        }
+        if !self.pending.is_empty() && now >= self.last_retry + RETRY_INTERVAL {
+            self.last_retry = now;
+            dispatch::retry_pending(self, now);
+        }
+        if now >= self.deadline() && self.pending.is_empty() {
+            let idle_with_opens = !self.st.opens.is_empty() && self.st.sessions.values().any(|s| s.is_valid());
+            if !idle_with_opens {
+                self.closed = true;
+                return Err(Fatal::Timeout(if self.st.sessions.values().any(|s| s.is_valid()) {
+                    "idle"
+                } else {
+                    "no authenticated session in time"
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.st.info.peer
+    }
+
+    pub(crate) fn async_id(&mut self) -> u64 {
+        self.next_async_id += 1;
+        self.next_async_id
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let ids: Vec<u64> = self.st.opens.keys().copied().collect();
+        for v in ids {
+            crate::cmd::close::close_open(&mut self.st, v);
+        }
+        let valid = self.st.sessions.len();
+        self.st.server.sessions.fetch_sub(valid, Ordering::Relaxed);
+        self.st.server.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}

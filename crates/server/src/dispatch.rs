@@ -1,0 +1,541 @@
+//! Request dispatch: compound splitting, the command table with each
+//! command's preconditions, signing and sealing of responses, async
+//! completion. MS-SMB2 3.3.5.2 (receiving any message) and 3.3.4.1
+//! (sending any message).
+
+use crate::cmd;
+use crate::connection::{ConnState, Connection, Fatal, Pending};
+use crate::open::Open;
+use crate::session::{Session, SessionState};
+use crate::tree::Tree;
+use smbq_crypto::TRANSFORM_HEADER_LEN;
+use smbq_wire::header::{encode_error_body, flags, HEADER_LEN};
+use smbq_wire::{Command, Dialect, FileId, Header, NtStatus};
+use std::time::Instant;
+
+/// A request element: its header and its bytes from the header to the end
+/// of the element (offsets in the body are relative to the header).
+pub struct Req<'a> {
+    pub hdr: &'a Header,
+    pub msg: &'a [u8],
+}
+
+impl<'a> Req<'a> {
+    pub fn body(&self) -> &'a [u8] {
+        self.msg.get(HEADER_LEN..).unwrap_or(&[])
+    }
+}
+
+/// `Ok(status)` with the response body written to `ctx.out` (status may be
+/// a success or warning like BUFFER_OVERFLOW), or `Err(status)` for an
+/// ERROR response.
+pub type HResult = Result<NtStatus, NtStatus>;
+
+/// Work that finishes later (MS-SMB2 3.3.4.2): the handler stores it in
+/// `ctx.go_async` and returns `Ok(NtStatus::PENDING)`.
+pub enum AsyncWork {
+    Lock(cmd::lock::Blocked),
+}
+
+/// What a handler sees: the connection, the session/tree the request is
+/// for (already checked by the table's preconditions), and the output.
+pub struct Ctx<'a> {
+    pub conn: &'a mut ConnState,
+    pub hdr: &'a Header,
+    pub session_id: u64,
+    pub tree_id: u32,
+    /// FileId of the previous element in a related compound.
+    pub related_file_id: Option<FileId>,
+    pub encrypted: bool,
+    /// The response being built; the body goes after `header_start + 64`.
+    pub out: &'a mut Vec<u8>,
+    pub header_start: usize,
+    pub now: Instant,
+    pub go_async: Option<AsyncWork>,
+}
+
+impl Ctx<'_> {
+    /// Offset of the next byte written, relative to the response header.
+    pub fn offset(&self) -> usize {
+        self.out.len() - self.header_start
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.conn.neg.as_ref().map(|n| n.dialect).unwrap_or(Dialect::SMB202)
+    }
+
+    pub fn max_io(&self) -> u32 {
+        self.conn.neg.as_ref().map(|n| n.max_io).unwrap_or(65536)
+    }
+
+    pub fn session(&mut self) -> Result<&mut Session, NtStatus> {
+        self.conn.sessions.get_mut(&self.session_id).ok_or(NtStatus::USER_SESSION_DELETED)
+    }
+
+    pub fn tree(&self) -> Result<&Tree, NtStatus> {
+        self.conn
+            .sessions
+            .get(&self.session_id)
+            .and_then(|s| s.trees.get(&self.tree_id))
+            .ok_or(NtStatus::NETWORK_NAME_DELETED)
+    }
+
+    /// Resolve a FileId (all-ones means the related compound's file) to an
+    /// open of this session and tree (MS-SMB2 3.3.5.2.7.2, 3.3.5.2.10-ish).
+    pub fn resolve(&mut self, fid: FileId) -> Result<FileId, NtStatus> {
+        let fid = if fid == FileId::RELATED {
+            if self.hdr.flags & flags::RELATED_OPERATIONS == 0 {
+                return Err(NtStatus::FILE_CLOSED);
+            }
+            self.related_file_id.ok_or(NtStatus::FILE_CLOSED)?
+        } else {
+            fid
+        };
+        let o = self.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+        if o.file_id.persistent != fid.persistent || o.session_id != self.session_id || o.tree_id != self.tree_id {
+            return Err(NtStatus::FILE_CLOSED);
+        }
+        self.related_file_id = Some(fid);
+        Ok(fid)
+    }
+
+    pub fn open(&mut self, fid: FileId) -> Result<&mut Open, NtStatus> {
+        let fid = self.resolve(fid)?;
+        self.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)
+    }
+
+    /// MS-SMB2 3.3.5.2.5: a multi-credit request must be charged enough.
+    pub fn check_charge(&self, payload: u32) -> Result<(), NtStatus> {
+        let large_mtu = self.dialect() != Dialect::SMB202;
+        if !large_mtu {
+            return if payload > 65536 { Err(NtStatus::INVALID_PARAMETER) } else { Ok(()) };
+        }
+        let needed = (payload.max(1) as u64 - 1) / 65536 + 1;
+        if u64::from(self.hdr.credit_charge.max(1)) < needed {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        Ok(())
+    }
+}
+
+type Handler = fn(&mut Ctx<'_>, &Req<'_>) -> HResult;
+
+/// Preconditions per command (the Samba `smbd_smb2_table` idea): checked
+/// here, once, before the handler runs.
+pub struct CommandSpec {
+    pub command: Command,
+    /// StructureSize of the request body.
+    pub structure_size: u16,
+    pub needs_session: bool,
+    pub needs_tree: bool,
+    pub handler: Handler,
+}
+
+const fn spec(command: Command, structure_size: u16, needs_session: bool, needs_tree: bool, handler: Handler) -> CommandSpec {
+    CommandSpec { command, structure_size, needs_session, needs_tree, handler }
+}
+
+/// Indexed by opcode; `TABLE[i].command.0 == i` (tested).
+pub static TABLE: [CommandSpec; 19] = [
+    spec(Command::NEGOTIATE, 36, false, false, cmd::negotiate::handle),
+    spec(Command::SESSION_SETUP, 25, false, false, cmd::session_setup::handle),
+    spec(Command::LOGOFF, 4, true, false, cmd::logoff::handle),
+    spec(Command::TREE_CONNECT, 9, true, false, cmd::tree_connect::handle),
+    spec(Command::TREE_DISCONNECT, 4, true, true, cmd::tree_disconnect::handle),
+    spec(Command::CREATE, 57, true, true, cmd::create::handle),
+    spec(Command::CLOSE, 24, true, true, cmd::close::handle),
+    spec(Command::FLUSH, 24, true, true, cmd::flush::handle),
+    spec(Command::READ, 49, true, true, cmd::read::handle),
+    spec(Command::WRITE, 49, true, true, cmd::write::handle),
+    spec(Command::LOCK, 48, true, true, cmd::lock::handle),
+    spec(Command::IOCTL, 57, true, true, cmd::ioctl::handle),
+    spec(Command::CANCEL, 4, false, false, not_supported),
+    spec(Command::ECHO, 4, false, false, cmd::echo::handle),
+    spec(Command::QUERY_DIRECTORY, 33, true, true, cmd::query_directory::handle),
+    spec(Command::CHANGE_NOTIFY, 32, true, true, not_supported),
+    spec(Command::QUERY_INFO, 41, true, true, cmd::query_info::handle),
+    spec(Command::SET_INFO, 33, true, true, cmd::set_info::handle),
+    spec(Command::OPLOCK_BREAK, 24, true, true, not_supported),
+];
+
+fn not_supported(_: &mut Ctx<'_>, _: &Req<'_>) -> HResult {
+    Err(NtStatus::NOT_SUPPORTED)
+}
+
+/// At most this many elements in one compound.
+const MAX_COMPOUND: usize = 128;
+
+/// State carried between the elements of a compound (MS-SMB2 3.3.5.2.7).
+#[derive(Default)]
+struct Chain {
+    session_id: u64,
+    tree_id: u32,
+    file_id: Option<FileId>,
+    /// A failed CREATE fails the related elements after it with its status.
+    create_failed: Option<NtStatus>,
+}
+
+/// Process one plaintext message (possibly a compound). `enc` is the
+/// session whose key decrypted it.
+pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<u64>) -> Result<(), Fatal> {
+    let prefix = 4 + if enc.is_some() { TRANSFORM_HEADER_LEN } else { 0 };
+    let mut out = Vec::with_capacity(prefix + 1024);
+    out.resize(prefix, 0);
+    let mut chain = Chain::default();
+    let mut starts: Vec<(usize, Option<u64>)> = Vec::new();
+    let mut off = 0usize;
+    for n in 0.. {
+        if n >= MAX_COMPOUND {
+            return Err(Fatal::PeerMisbehaved("too many compound elements"));
+        }
+        let rest = msg.get(off..).ok_or(Fatal::Malformed("compound offset"))?;
+        let hdr = Header::decode(rest).map_err(|_| Fatal::Malformed("SMB2 header"))?;
+        let len = match hdr.next_command as usize {
+            0 => rest.len(),
+            next if next < HEADER_LEN || next % 8 != 0 || next > rest.len() => {
+                return Err(Fatal::Malformed("NextCommand"));
+            }
+            next => next,
+        };
+        let elem = rest.get(..len).ok_or(Fatal::Malformed("compound element"))?;
+        if let Some(&(prev, _)) = starts.last() {
+            let pad = (8 - (out.len() - prev) % 8) % 8;
+            out.resize(out.len() + pad, 0);
+            let next = (out.len() - prev) as u32;
+            if let Some(f) = out.get_mut(prev + 20..prev + 24) {
+                f.copy_from_slice(&next.to_le_bytes());
+            }
+        }
+        let start = out.len();
+        let sign = element(c, now, &hdr, elem, &mut out, &mut chain, enc)?;
+        if out.len() > start {
+            starts.push((start, sign));
+        }
+        if hdr.next_command == 0 {
+            break;
+        }
+        off += len;
+    }
+    if starts.is_empty() {
+        return Ok(());
+    }
+    finish(c, out, &starts, enc);
+    let before = c.st.sessions.len();
+    c.st.sessions.retain(|_, s| !matches!(s.state, SessionState::LoggedOff));
+    let gone = before - c.st.sessions.len();
+    c.st.server.sessions.fetch_sub(gone, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Sign each element that needs it, seal the whole if the request was
+/// sealed, queue it.
+fn finish(c: &mut Connection, mut out: Vec<u8>, starts: &[(usize, Option<u64>)], enc: Option<u64>) {
+    for (i, &(start, sign)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map(|s| s.0).unwrap_or(out.len());
+        if let (Some(sid), Some(elem)) = (sign, out.get_mut(start..end)) {
+            if let Some(signer) = c.st.sessions.get(&sid).and_then(|s| s.signer.as_ref()) {
+                signer.sign(elem);
+            }
+        }
+    }
+    if let Some(sid) = enc {
+        if let Some(s) = c.st.sessions.get_mut(&sid) {
+            let nonce = s.next_nonce();
+            if let (Some(sealer), Some(buf)) = (s.encryptor.as_ref(), out.get_mut(4..)) {
+                sealer.seal(sid, &nonce, buf);
+            }
+        }
+    }
+    c.queue(out);
+}
+
+/// Handle one element; appends its response to `out`. Returns the session
+/// whose key must sign the response, if any.
+fn element(
+    c: &mut Connection,
+    now: Instant,
+    hdr: &Header,
+    elem: &[u8],
+    out: &mut Vec<u8>,
+    chain: &mut Chain,
+    enc: Option<u64>,
+) -> Result<Option<u64>, Fatal> {
+    let command = hdr.command();
+    if hdr.flags & flags::SERVER_TO_REDIR != 0 {
+        return Err(Fatal::PeerMisbehaved("response sent to the server"));
+    }
+    match (&c.st.neg, command) {
+        (None, Command::NEGOTIATE) => {}
+        (None, _) => return Err(Fatal::PeerMisbehaved("request before NEGOTIATE")),
+        (Some(_), Command::NEGOTIATE) => return Err(Fatal::PeerMisbehaved("second NEGOTIATE")),
+        _ => {}
+    }
+    if command == Command::CANCEL {
+        cancel(c, hdr);
+        return Ok(None);
+    }
+    let large_mtu = c.st.neg.as_ref().is_some_and(|n| n.dialect != Dialect::SMB202);
+    let charge = if large_mtu { hdr.credit_charge } else { 1 };
+    if !c.credits.consume(hdr.message_id, charge) {
+        return Err(Fatal::PeerMisbehaved("message id outside the credit window"));
+    }
+    let related = hdr.flags & flags::RELATED_OPERATIONS != 0;
+    let (session_id, tree_id) = if related { (chain.session_id, chain.tree_id) } else { (hdr.session_id, hdr.tree_id) };
+
+    let header_start = out.len();
+    out.resize(header_start + HEADER_LEN, 0);
+    let mut ctx = Ctx {
+        conn: &mut c.st,
+        hdr,
+        session_id,
+        tree_id,
+        related_file_id: if related { chain.file_id } else { None },
+        encrypted: enc.is_some(),
+        out,
+        header_start,
+        now,
+        go_async: None,
+    };
+    let result = match (related, chain.create_failed) {
+        (true, Some(st)) => Err(st),
+        _ => check(&mut ctx, elem).and_then(|spec| (spec.handler)(&mut ctx, &Req { hdr, msg: elem })),
+    };
+    let Ctx { session_id, tree_id, related_file_id, go_async, .. } = ctx;
+    let mut status = match result {
+        Ok(s) => s,
+        Err(s) => {
+            out.truncate(header_start + HEADER_LEN);
+            encode_error_body(out, &[]);
+            s
+        }
+    };
+    if out.len() == header_start + HEADER_LEN {
+        encode_error_body(out, &[]);
+    }
+    chain.session_id = session_id;
+    chain.tree_id = tree_id;
+    chain.file_id = related_file_id;
+    if command == Command::CREATE && status.is_error() {
+        chain.create_failed = Some(status);
+    }
+
+    let mut rh = Header {
+        credit_charge: hdr.credit_charge,
+        status: 0,
+        command: hdr.command,
+        credits: c.credits.grant(hdr.credits),
+        flags: flags::SERVER_TO_REDIR | (hdr.flags & (flags::RELATED_OPERATIONS | flags::PRIORITY_MASK)),
+        next_command: 0,
+        message_id: hdr.message_id,
+        async_id: 0,
+        tree_id,
+        session_id,
+        signature: [0; 16],
+    };
+    if let Some(work) = go_async {
+        let async_id = c.async_id();
+        rh.flags |= flags::ASYNC_COMMAND;
+        rh.async_id = async_id;
+        status = NtStatus::PENDING;
+        out.truncate(header_start + HEADER_LEN);
+        encode_error_body(out, &[]);
+        c.pending.push(Pending {
+            async_id,
+            message_id: hdr.message_id,
+            session_id,
+            tree_id,
+            command: hdr.command,
+            encrypted: enc.is_some(),
+            signed: hdr.flags & flags::SIGNED != 0,
+            work,
+        });
+    }
+    rh.status = status.0;
+
+    let sign = should_sign(c, hdr, session_id, status, enc);
+    if sign {
+        rh.flags |= flags::SIGNED;
+    }
+    let mut h = Vec::with_capacity(HEADER_LEN);
+    rh.encode(&mut h);
+    if let Some(dst) = out.get_mut(header_start..header_start + HEADER_LEN) {
+        dst.copy_from_slice(&h);
+    }
+
+    // Preauth integrity (MS-SMB2 3.3.5.4, 3.3.5.5): hash the exchange.
+    if c.st.neg.as_ref().is_some_and(|n| n.dialect == Dialect::SMB311) {
+        let resp = out.get(header_start..).unwrap_or(&[]);
+        if command == Command::NEGOTIATE {
+            c.st.preauth.update(elem);
+            c.st.preauth.update(resp);
+        } else if command == Command::SESSION_SETUP && status == NtStatus::MORE_PROCESSING_REQUIRED {
+            if let Some(s) = c.st.sessions.get_mut(&session_id) {
+                s.preauth.update(resp);
+            }
+        }
+    }
+    Ok(sign.then_some(session_id))
+}
+
+/// MS-SMB2 3.3.4.1.1: sign responses to signed requests and on sessions that
+/// require signing, unless the message is sealed; always the final
+/// SESSION_SETUP success of a 3.x session.
+fn should_sign(c: &Connection, hdr: &Header, session_id: u64, status: NtStatus, enc: Option<u64>) -> bool {
+    if enc.is_some() {
+        return false;
+    }
+    let Some(s) = c.st.sessions.get(&session_id) else { return false };
+    if s.signer.is_none() || matches!(s.state, SessionState::InProgress(_)) {
+        return false;
+    }
+    if hdr.command() == Command::SESSION_SETUP {
+        return status == NtStatus::SUCCESS;
+    }
+    hdr.flags & flags::SIGNED != 0 || s.signing_required
+}
+
+/// Table preconditions (MS-SMB2 3.3.5.2.6 – 3.3.5.2.11).
+fn check(ctx: &mut Ctx<'_>, elem: &[u8]) -> Result<&'static CommandSpec, NtStatus> {
+    let spec = TABLE.get(ctx.hdr.command as usize).ok_or(NtStatus::INVALID_PARAMETER)?;
+    let body = elem.get(HEADER_LEN..).unwrap_or(&[]);
+    smbq_wire::check_structure_size(body, spec.structure_size).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    if !spec.needs_session {
+        return Ok(spec);
+    }
+    let encrypted = ctx.encrypted;
+    let s = ctx.conn.sessions.get(&ctx.session_id).ok_or(NtStatus::USER_SESSION_DELETED)?;
+    if !s.is_valid() {
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
+    if !encrypted {
+        if ctx.hdr.flags & flags::SIGNED != 0 {
+            let ok = s.signer.as_ref().is_some_and(|sig| sig.verify(elem));
+            if !ok {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+        } else if s.signing_required {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        if s.encrypt_data {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    if spec.needs_tree {
+        let t = s.trees.get(&ctx.tree_id).ok_or(NtStatus::NETWORK_NAME_DELETED)?;
+        if t.encrypt && !encrypted {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    Ok(spec)
+}
+
+/// CANCEL (MS-SMB2 3.3.5.16): complete the matching pending request with
+/// STATUS_CANCELLED; no response to the CANCEL itself.
+fn cancel(c: &mut Connection, hdr: &Header) {
+    let pos = c.pending.iter().position(|p| {
+        if hdr.is_async() {
+            p.async_id == hdr.async_id
+        } else {
+            p.message_id == hdr.message_id
+        }
+    });
+    if let Some(i) = pos {
+        let p = c.pending.remove(i);
+        if let AsyncWork::Lock(b) = &p.work {
+            cmd::lock::cancel(&mut c.st, b);
+        }
+        complete(c, p, Err(NtStatus::CANCELLED), Vec::new());
+    }
+}
+
+/// Retry blocked operations; finished ones get their final response.
+pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
+    let mut i = 0;
+    while i < c.pending.len() {
+        let mut body = Vec::new();
+        let p = &mut c.pending[i];
+        let hdr = Header { command: p.command, message_id: p.message_id, session_id: p.session_id, tree_id: p.tree_id, ..Default::default() };
+        let mut ctx = Ctx {
+            conn: &mut c.st,
+            hdr: &hdr,
+            session_id: p.session_id,
+            tree_id: p.tree_id,
+            related_file_id: None,
+            encrypted: p.encrypted,
+            out: &mut body,
+            header_start: 0,
+            now,
+            go_async: None,
+        };
+        ctx.out.resize(HEADER_LEN, 0);
+        let done = match &mut p.work {
+            AsyncWork::Lock(b) => cmd::lock::retry(&mut ctx, b),
+        };
+        match done {
+            Some(result) => {
+                let p = c.pending.remove(i);
+                complete(c, p, result, body);
+            }
+            None => i += 1,
+        }
+    }
+}
+
+/// Send the final response of an async operation. `body` is either empty
+/// or a 64-byte placeholder followed by the response body.
+fn complete(c: &mut Connection, p: Pending, result: crate::dispatch::HResult, body: Vec<u8>) {
+    let enc = if p.encrypted { Some(p.session_id) } else { None };
+    let prefix = 4 + if enc.is_some() { TRANSFORM_HEADER_LEN } else { 0 };
+    let mut out = Vec::with_capacity(prefix + HEADER_LEN + body.len());
+    out.resize(prefix, 0);
+    let status = match result {
+        Ok(s) => {
+            out.extend_from_slice(&body);
+            if out.len() == prefix {
+                out.resize(prefix + HEADER_LEN, 0);
+            }
+            if out.len() == prefix + HEADER_LEN {
+                encode_error_body(&mut out, &[]);
+            }
+            s
+        }
+        Err(s) => {
+            out.resize(prefix + HEADER_LEN, 0);
+            encode_error_body(&mut out, &[]);
+            s
+        }
+    };
+    let signed = enc.is_none()
+        && c.st.sessions.get(&p.session_id).is_some_and(|s| s.signer.is_some() && (p.signed || s.signing_required));
+    let rh = Header {
+        credit_charge: 0,
+        status: status.0,
+        command: p.command,
+        credits: 0,
+        flags: flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND | if signed { flags::SIGNED } else { 0 },
+        next_command: 0,
+        message_id: p.message_id,
+        async_id: p.async_id,
+        tree_id: 0,
+        session_id: p.session_id,
+        signature: [0; 16],
+    };
+    let mut h = Vec::with_capacity(HEADER_LEN);
+    rh.encode(&mut h);
+    if let Some(dst) = out.get_mut(prefix..prefix + HEADER_LEN) {
+        dst.copy_from_slice(&h);
+    }
+    finish(c, out, &[(prefix, signed.then_some(p.session_id))], enc);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_indexed_by_opcode() {
+        for (i, s) in TABLE.iter().enumerate() {
+            assert_eq!(s.command.0 as usize, i, "{:?}", s.command);
+        }
+    }
+}

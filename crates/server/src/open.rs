@@ -1,0 +1,72 @@
+//! Open state (MS-SMB2 3.3.1.10).
+
+use crate::files::OpenOwner;
+use crate::server::Share;
+use smbq_vfs::Handle;
+use smbq_wire::FileId;
+use std::sync::Arc;
+
+pub enum OpenKind {
+    File(Handle),
+    Pipe(crate::rpc::Pipe),
+}
+
+pub struct Open {
+    pub file_id: FileId,
+    pub session_id: u64,
+    pub tree_id: u32,
+    pub share: Arc<Share>,
+    pub kind: OpenKind,
+    /// Share-relative path in SMB form (`dir\file`), updated on rename.
+    pub path: String,
+    /// Granted access mask (MS-SMB2 2.2.13.1).
+    pub access: u32,
+    pub share_access: u32,
+    pub create_options: u32,
+    /// Key into the global file table (`FileStat::file_id`); 0 for pipes.
+    pub file_key: u64,
+    pub delete_on_close: bool,
+    /// QUERY_DIRECTORY enumeration state.
+    pub dir: Option<crate::cmd::query_directory::DirCursor>,
+    /// LOCK sequence numbers for replay detection (MS-SMB2 3.3.5.14).
+    pub lock_sequences: [u8; 65],
+}
+
+impl Open {
+    pub fn owner(&self, connection: u64) -> OpenOwner {
+        OpenOwner { connection, volatile: self.file_id.volatile }
+    }
+
+    pub fn handle(&self) -> Option<&Handle> {
+        match &self.kind {
+            OpenKind::File(h) => Some(h),
+            OpenKind::Pipe(_) => None,
+        }
+    }
+}
+
+/// Access mask bits (MS-SMB2 2.2.13.1.1).
+pub mod access {
+    pub const FILE_READ_DATA: u32 = 0x0000_0001;
+    pub const FILE_WRITE_DATA: u32 = 0x0000_0002;
+    pub const FILE_APPEND_DATA: u32 = 0x0000_0004;
+    pub const FILE_READ_EA: u32 = 0x0000_0008;
+    pub const FILE_WRITE_EA: u32 = 0x0000_0010;
+    pub const FILE_EXECUTE: u32 = 0x0000_0020;
+    pub const FILE_DELETE_CHILD: u32 = 0x0000_0040;
+    pub const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
+    pub const FILE_WRITE_ATTRIBUTES: u32 = 0x0000_0100;
+    pub const DELETE: u32 = 0x0001_0000;
+    pub const READ_CONTROL: u32 = 0x0002_0000;
+    pub const WRITE_DAC: u32 = 0x0004_0000;
+    pub const WRITE_OWNER: u32 = 0x0008_0000;
+    pub const SYNCHRONIZE: u32 = 0x0010_0000;
+    pub const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
+    pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
+    pub const GENERIC_ALL: u32 = 0x1000_0000;
+    pub const GENERIC_EXECUTE: u32 = 0x2000_0000;
+    pub const GENERIC_WRITE: u32 = 0x4000_0000;
+    pub const GENERIC_READ: u32 = 0x8000_0000;
+    /// Everything a file owner gets (FILE_ALL_ACCESS).
+    pub const FILE_ALL: u32 = 0x001F_01FF;
+}

@@ -1,0 +1,102 @@
+//! State shared by all connections: configuration, users, shares, and the
+//! global table of open files (share modes, delete-pending, byte-range locks).
+
+use crate::config::{EncryptPolicy, ServerConfig};
+use crate::files::FileTable;
+use smbq_auth::UserDb;
+use smbq_vfs::PosixFs;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+
+pub enum ShareKind {
+    Disk(PosixFs),
+    /// IPC$: named pipes (srvsvc).
+    Ipc,
+}
+
+pub struct Share {
+    pub name: String,
+    pub kind: ShareKind,
+    pub encrypt: EncryptPolicy,
+}
+
+impl Share {
+    pub fn fs(&self) -> Option<&PosixFs> {
+        match &self.kind {
+            ShareKind::Disk(fs) => Some(fs),
+            ShareKind::Ipc => None,
+        }
+    }
+}
+
+pub struct Server {
+    pub config: ServerConfig,
+    pub users: RwLock<UserDb>,
+    pub shares: Vec<Arc<Share>>,
+    pub guid: [u8; 16],
+    /// FILETIME of start-up.
+    pub start_time: u64,
+    pub files: Mutex<FileTable>,
+    next_connection_id: AtomicU64,
+    next_session_id: AtomicU64,
+    pub connections: AtomicUsize,
+    pub sessions: AtomicUsize,
+}
+
+impl Server {
+    /// Open every share root; a missing or unreadable one is an error.
+    pub fn new(config: ServerConfig, users: UserDb) -> Result<Server, String> {
+        let mut shares = Vec::new();
+        for s in &config.shares {
+            let fs = PosixFs::new(&s.path, s.read_only)
+                .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?;
+            if s.name.eq_ignore_ascii_case("IPC$") || s.name.is_empty() || s.name.len() > 80 {
+                return Err(format!("invalid share name {:?}", s.name));
+            }
+            shares.push(Arc::new(Share { name: s.name.clone(), kind: ShareKind::Disk(fs), encrypt: s.encrypt }));
+        }
+        shares.push(Arc::new(Share { name: "IPC$".into(), kind: ShareKind::Ipc, encrypt: EncryptPolicy::Off }));
+        Ok(Server {
+            config,
+            users: RwLock::new(users),
+            shares,
+            guid: rand::random(),
+            start_time: now_filetime(SystemTime::now()),
+            files: Mutex::new(FileTable::default()),
+            next_connection_id: AtomicU64::new(1),
+            next_session_id: AtomicU64::new(1),
+            connections: AtomicUsize::new(0),
+            sessions: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn share(&self, name: &str) -> Option<Arc<Share>> {
+        self.shares.iter().find(|s| s.name.eq_ignore_ascii_case(name)).cloned()
+    }
+
+    pub(crate) fn connection_id(&self) -> u64 {
+        self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Session ids are unique server-wide and never 0 or all-ones.
+    pub(crate) fn session_id(&self) -> u64 {
+        // Mix in randomness in the high bits so ids are not guessable.
+        let n = self.next_session_id.fetch_add(1, Ordering::Relaxed);
+        (rand::random::<u64>() & 0x7FFF_0000_0000_0000) | n
+    }
+
+    pub fn lookup_user(&self, user: &str) -> Option<[u8; 16]> {
+        self.users.read().ok()?.get(user)
+    }
+
+    pub fn lock_files(&self) -> std::sync::MutexGuard<'_, FileTable> {
+        // A panic while holding the lock is a bug; the table stays usable.
+        self.files.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+pub fn now_filetime(t: SystemTime) -> u64 {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    smbq_vfs::filetime(d.as_secs() as i64, d.subsec_nanos() as i64)
+}

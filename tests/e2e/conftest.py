@@ -1,0 +1,124 @@
+"""Fixtures for the end-to-end tests: real servers on loopback ports.
+
+Every test that takes ``server`` runs once per target in ``SMBQ_E2E_TARGETS``
+(default ``smbq,smbd``): our server and Samba's smbd, started the same way, so
+the tests double as a check of themselves against a reference server. Select
+one with ``-k smbq`` / ``-k smbd``.
+
+A module picks the security mode by overriding the ``mode`` fixture (default
+``enc``: encryption required; see servers.py for the others).
+
+Environment knobs:
+  SMBQ_TEST_QUICK=1     smaller transfers and fewer smbtorture suites
+  SMBQ_E2E_TARGETS=..   comma-separated targets (smbq, smbd)
+  SMBQ_BIN=PATH         the smbq binary (default target/release/smbq)
+  SMBQ_E2E_KEEP=1       keep every server's temp dir (they are kept on failure)
+  SMBQ_E2E_VERBOSE=1    start smbq with -v
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import servers  # noqa: E402
+import torture  # noqa: E402
+
+QUICK = os.environ.get("SMBQ_TEST_QUICK") == "1"
+TARGETS = [t.strip() for t in os.environ.get("SMBQ_E2E_TARGETS", "smbq,smbd").split(",") if t.strip()]
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+def _failed(item) -> bool:
+    return any(getattr(getattr(item, "rep_" + w, None), "failed", False) for w in ("setup", "call"))
+
+
+class ServerFactory:
+    """Starts servers for one test and stops them all at its end."""
+
+    def __init__(self, item):
+        self.item = item
+        self.servers: list[servers.Server] = []
+
+    def __call__(self, kind: str, mode: str = "enc", config_toml: str | None = None) -> servers.Server:
+        if kind == "smbd":
+            reason = servers.smbd_available()
+            if reason:
+                pytest.skip(reason)
+        workdir = Path(tempfile.mkdtemp(prefix=f"smbq-e2e-{kind}-{mode}-"))
+        try:
+            srv = servers.start(kind, workdir, mode, config_toml)
+        except RuntimeError as e:
+            pytest.fail(f"could not start {kind} ({mode}): {e}", pytrace=False)
+        self.servers.append(srv)
+        return srv
+
+    def close(self) -> list[str]:
+        failures = []
+        for srv in self.servers:
+            problems = srv.stop()
+            if problems:
+                failures.append(srv.failure_text(problems))
+        keep = os.environ.get("SMBQ_E2E_KEEP") == "1" or _failed(self.item) or failures
+        for srv in self.servers:
+            if keep:
+                print(f"\nkept {srv.name} files in {srv.workdir}", file=sys.stderr)
+            else:
+                shutil.rmtree(srv.workdir, ignore_errors=True)
+        return failures
+
+
+@pytest.fixture
+def start_server(request):
+    """A factory: ``start_server(kind, mode, config_toml)`` -> servers.Server.
+
+    At the end of the test each server gets SIGTERM (SIGKILL after 10 s); the
+    test errors if a server had died, would not stop, or logged a crash.
+    """
+    factory = ServerFactory(request.node)
+    yield factory
+    failures = factory.close()
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def mode() -> str:
+    return "enc"
+
+
+@pytest.fixture
+def server(start_server, target, mode) -> servers.Server:
+    """One running server of the current target and mode."""
+    return start_server(target, mode)
+
+
+@pytest.fixture(scope="session")
+def quick() -> bool:
+    return QUICK
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if torture.RESULTS:
+        terminalreporter.write_sep("-", "smbtorture summary")
+        terminalreporter.write_line(torture.format_table(torture.RESULTS))
+        for tgt in torture.RESULTS:
+            terminalreporter.write_line(f"written: {torture.json_path(tgt)}")

@@ -1,0 +1,48 @@
+"""Samba's smbtorture SMB2 suites, one pytest test per suite and target.
+
+A suite fails on any subtest failure or error that its target's known-failures
+file does not list; known failures that now pass are only printed. Results go
+to tests/out/smbtorture-<target>.json and a table at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+import torture
+from conftest import QUICK
+
+SUITES = [s for s in torture.SUITES if not (QUICK and s in torture.QUICK_SKIP)]
+
+
+@pytest.fixture
+def mode() -> str:
+    # Signing required, encryption offered: smbtorture's encryption tests
+    # (smb2.session.encryption-*) ask for it themselves.
+    return os.environ.get("SMBQ_TORTURE_MODE", "desired")
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_suite(server, suite):
+    if shutil.which("smbtorture") is None:
+        pytest.fail("smbtorture is not installed (Debian package samba-testsuite)")
+    result = torture.run_suite(server, suite, log_dir=torture.OUT_DIR / "logs")
+    torture.write_json(server.kind)
+    c = result.counts()
+    print(f"\n{server.kind} {suite}: {c['passed']} passed, {c['failed']} failed "
+          f"({c['known_failures']} known), {c['skipped']} skipped in {result.seconds:.1f} s")
+    for name in result.known_now_passing():
+        print(f"  known failure now passes: {name} (remove it from {torture.known_failures_file(server.kind).name})")
+    unexpected = result.unexpected()
+    if result.timed_out:
+        pytest.fail(f"smbtorture {suite} against {server.kind} did not finish within {torture.SUITE_TIMEOUT} s; "
+                    f"subtests seen: {[t.name for t in result.subtests]}", pytrace=False)
+    if unexpected:
+        lines = [f"{t.outcome}: {t.name}\n    " + t.detail.strip().replace("\n", "\n    ")[:800]
+                 for t in unexpected]
+        pytest.fail(f"{len(unexpected)} unexpected smbtorture failures against {server.kind}:\n" + "\n".join(lines),
+                    pytrace=False)
+    assert result.subtests, f"smbtorture {suite} reported no subtest at all"
