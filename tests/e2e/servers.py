@@ -10,9 +10,9 @@ Two kinds of server, started the same way so every test runs against both:
 Three security modes:
 
 * ``enc``: SMB3 encryption required on the share;
-* ``sign``: signing required, encryption off;
-* ``desired``: signing required, encryption offered but not required (what
-  smbtorture runs against, so its encryption tests have something to use).
+* ``sign``: signing required, encryption not required (Samba: available when
+  the client asks for it, its default ``if_required``; smbq: ``encrypt=off``);
+* ``desired``: signing required, encryption on whenever the client can.
 
 Used by conftest.py (pytest fixtures), scripts/torture-compare and
 bench/put_get.py.
@@ -319,7 +319,8 @@ def start_smbd(workdir: Path, mode: str) -> Server:
     port = free_port()
     security = {
         "enc": "server smb encrypt = required\n  server signing = mandatory",
-        "sign": "server smb encrypt = off\n  server signing = mandatory",
+        # Samba's default: encryption available when a client asks for it.
+        "sign": "server smb encrypt = if_required\n  server signing = mandatory",
         "desired": "server smb encrypt = desired\n  server signing = mandatory",
     }[mode]
     conf = workdir / "smb.conf"

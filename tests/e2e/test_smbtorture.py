@@ -20,9 +20,9 @@ SUITES = [s for s in torture.SUITES if not (QUICK and s in torture.QUICK_SKIP)]
 
 @pytest.fixture
 def mode() -> str:
-    # Signing required, encryption offered: smbtorture's encryption tests
-    # (smb2.session.encryption-*) ask for it themselves.
-    return os.environ.get("SMBQ_TORTURE_MODE", "desired")
+    # Signing required, encryption not required: smbtorture's encryption
+    # tests (smb2.session.encryption-*) ask for it themselves.
+    return os.environ.get("SMBQ_TORTURE_MODE", "sign")
 
 
 @pytest.mark.parametrize("suite", SUITES)

@@ -119,13 +119,11 @@ fn decode_string(b: &[u8], unicode: bool) -> Result<String, AuthError> {
         }
         return Ok(b.iter().map(|&c| char::from(c)).collect());
     }
-    if b.len() % 2 != 0 {
+    let chunks = b.chunks_exact(2);
+    if !chunks.remainder().is_empty() {
         return Err(malformed("odd-length UTF-16 string"));
     }
-    let units: Vec<u16> = b
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c.first().copied().unwrap_or(0), c.get(1).copied().unwrap_or(0)]))
-        .collect();
+    let units: Vec<u16> = chunks.filter_map(|c| c.try_into().ok().map(u16::from_le_bytes)).collect();
     String::from_utf16(&units).map_err(|_| malformed("invalid UTF-16 string"))
 }
 
@@ -282,10 +280,16 @@ pub(crate) fn first_mic(flags: u32, exported: &[u8; 16], client_to_server: bool,
     ))
 }
 
-/// MS-NLMP 2.2.1.1 NEGOTIATE_MESSAGE: only the flags matter to us.
+/// MS-NLMP 2.2.1.1 NEGOTIATE_MESSAGE: only the flags matter to us. The
+/// fixed part is 32 bytes, 40 with the Version that NEGOTIATE_VERSION announces.
 pub(crate) fn decode_negotiate(msg: &[u8]) -> Result<u32, AuthError> {
     check_header(msg, MSG_NEGOTIATE)?;
-    u32_at(msg, 12).ok_or(malformed("NEGOTIATE truncated"))
+    let flags = u32_at(msg, 12).ok_or(malformed("NEGOTIATE truncated"))?;
+    let fixed = if flags & NEGOTIATE_VERSION != 0 { 40 } else { 32 };
+    if msg.len() < fixed {
+        return Err(malformed("NEGOTIATE truncated"));
+    }
+    Ok(flags)
 }
 
 /// MS-NLMP 2.2.1.1: NEGOTIATE_MESSAGE with no domain or workstation.

@@ -58,6 +58,12 @@ impl ServerAuth {
         ServerAuth { target, now_filetime, server_challenge: rand::random(), state: State::Start }
     }
 
+    /// A fixed server challenge, so tests can replay a client's tokens.
+    #[cfg(test)]
+    pub(crate) fn with_challenge(target: TargetInfo, now_filetime: u64, server_challenge: [u8; 8]) -> ServerAuth {
+        ServerAuth { target, now_filetime, server_challenge, state: State::Start }
+    }
+
     /// Feeds the client's security buffer. `lookup(user, domain)` returns
     /// the user's NT hash.
     ///
@@ -102,9 +108,8 @@ impl ServerAuth {
             .iter()
             .position(|m| *m == NTLMSSP_OID)
             .ok_or(AuthError::Unsupported("client offered no NTLMSSP mechanism"))?;
-        //= RFC 4178 5
-        //# If the mechanism selected by the acceptor is not the initiator's
-        //# preferred one, the MIC token exchange is required.
+        // RFC 4178 5: when the selected mechanism is not the initiator's
+        // first choice, the mechListMIC exchange is mandatory (request-mic).
         let spnego = Spnego { mech_types_der: init.mech_types_der.to_vec(), mic_required: pos != 0 };
         match init.mech_token {
             // The optimistic token is ours: answer it with the challenge.
@@ -165,9 +170,8 @@ impl ServerAuth {
         };
         let auth = ntlm::decode_authenticate(auth_msg)?;
         if auth.nt.is_empty() {
-            //= MS-NLMP 3.2.5.1.2
-            //# If NtChallengeResponse is empty, LmChallengeResponse is empty or
-            //# Z(1) and UserName is empty: anonymous authentication.
+            // MS-NLMP 3.2.5.1.2: an empty NtChallengeResponse and UserName with
+            // an empty or Z(1) LmChallengeResponse is anonymous authentication.
             if auth.user.is_empty() && matches!(auth.lm, [] | [0]) {
                 let token = match spnego {
                     None => Vec::new(),

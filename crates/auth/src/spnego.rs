@@ -64,7 +64,7 @@ fn tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8]), AuthError> {
 }
 
 /// A TLV with the expected tag.
-fn expect(input: &[u8], want: u8, what: &'static str) -> Result<(&[u8], &[u8]), AuthError> {
+fn expect<'a>(input: &'a [u8], want: u8, what: &'static str) -> Result<(&'a [u8], &'a [u8]), AuthError> {
     let (tag, contents, rest) = tlv(input)?;
     if tag != want {
         return Err(malformed(what));
@@ -73,7 +73,7 @@ fn expect(input: &[u8], want: u8, what: &'static str) -> Result<(&[u8], &[u8]), 
 }
 
 /// A TLV that must fill `input` exactly.
-fn only(input: &[u8], want: u8, what: &'static str) -> Result<&[u8], AuthError> {
+fn only<'a>(input: &'a [u8], want: u8, what: &'static str) -> Result<&'a [u8], AuthError> {
     let (contents, rest) = expect(input, want, what)?;
     if !rest.is_empty() {
         return Err(malformed("DER: trailing bytes"));

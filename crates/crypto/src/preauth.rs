@@ -42,10 +42,16 @@ mod tests {
         h.update(b"abc");
         let mut input = [0u8; 67];
         input[64..].copy_from_slice(b"abc");
-        assert_eq!(h.0.as_slice(), digest::digest(&digest::SHA512, &input).as_ref());
+        assert_eq!(
+            h.0.as_slice(),
+            digest::digest(&digest::SHA512, &input).as_ref()
+        );
         let before = h.clone();
         h.update(b"");
         assert_ne!(h, before);
-        assert_eq!(h.0.as_slice(), digest::digest(&digest::SHA512, &before.0).as_ref());
+        assert_eq!(
+            h.0.as_slice(),
+            digest::digest(&digest::SHA512, &before.0).as_ref()
+        );
     }
 }

@@ -86,7 +86,9 @@ impl Cipher {
 /// session whose key opens the message (MS-SMB2 3.3.5.2.1.1). `None` if
 /// `buf` is shorter than the header; nothing else is checked.
 pub fn transform_session_id(buf: &[u8]) -> Option<u64> {
-    buf.get(SESSION_ID).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
+    buf.get(SESSION_ID)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
 }
 
 /// Encrypts and decrypts SMB2 messages with one key (Session.EncryptionKey
@@ -99,14 +101,16 @@ pub struct Sealer {
 
 enum Kind {
     Gcm(aead::LessSafeKey),
-    Ccm128(Ccm<Aes128, U16, U11>),
+    Ccm128(Box<Ccm<Aes128, U16, U11>>),
     Ccm256(Box<Ccm<Aes256, U16, U11>>),
 }
 
 /// Keys are secrets: show only the cipher.
 impl fmt::Debug for Sealer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sealer").field("cipher", &self.cipher).finish_non_exhaustive()
+        f.debug_struct("Sealer")
+            .field("cipher", &self.cipher)
+            .finish_non_exhaustive()
     }
 }
 
@@ -127,7 +131,9 @@ impl Sealer {
         let kind = match cipher {
             Cipher::Aes128Gcm => Kind::Gcm(gcm_key(&aead::AES_128_GCM, &fixed_key::<16>(key))),
             Cipher::Aes256Gcm => Kind::Gcm(gcm_key(&aead::AES_256_GCM, &fixed_key::<32>(key))),
-            Cipher::Aes128Ccm => Kind::Ccm128(ccm::KeyInit::new(&fixed_key::<16>(key).into())),
+            Cipher::Aes128Ccm => {
+                Kind::Ccm128(Box::new(ccm::KeyInit::new(&fixed_key::<16>(key).into())))
+            }
             Cipher::Aes256Ccm => {
                 Kind::Ccm256(Box::new(ccm::KeyInit::new(&fixed_key::<32>(key).into())))
             }
@@ -180,7 +186,7 @@ impl Sealer {
                     .ok()
                     .and_then(|t| t.as_ref().try_into().ok())
             }),
-            Kind::Ccm128(c) => ccm_seal(c, nonce, &aad, payload),
+            Kind::Ccm128(c) => ccm_seal(c.as_ref(), nonce, &aad, payload),
             Kind::Ccm256(c) => ccm_seal(c.as_ref(), nonce, &aad, payload),
         };
         match tag {
@@ -224,7 +230,10 @@ impl Sealer {
         size.copy_from_slice(&hdr[ORIGINAL_SIZE]);
         let declared = u32::from_le_bytes(size);
         if usize::try_from(declared).ok() != Some(payload.len()) {
-            return Err(CryptoError::BadLength { declared, actual: payload.len() });
+            return Err(CryptoError::BadLength {
+                declared,
+                actual: payload.len(),
+            });
         }
         let mut aad = [0u8; 32];
         aad.copy_from_slice(&hdr[AAD]);
@@ -233,9 +242,10 @@ impl Sealer {
         let nonce = &aad[..16];
         let ok = match &self.kind {
             Kind::Gcm(key) => gcm_nonce(nonce).is_some_and(|n| {
-                key.open_in_place_separate_tag(n, aead::Aad::from(&aad), &tag, payload).is_ok()
+                key.open_in_place_separate_tag(n, aead::Aad::from(&aad), &tag, payload)
+                    .is_ok()
             }),
-            Kind::Ccm128(c) => ccm_open(c, nonce, &aad, &tag, payload),
+            Kind::Ccm128(c) => ccm_open(c.as_ref(), nonce, &aad, &tag, payload),
             Kind::Ccm256(c) => ccm_open(c.as_ref(), nonce, &aad, &tag, payload),
         };
         if ok {
@@ -281,15 +291,20 @@ fn ccm_open<C: AeadInPlace<NonceSize = U11, TagSize = U16>>(
     let Some(n) = field.get(..11) else {
         return false;
     };
-    c.decrypt_in_place_detached(GenericArray::from_slice(n), aad, payload, tag.into()).is_ok()
+    c.decrypt_in_place_detached(GenericArray::from_slice(n), aad, payload, tag.into())
+        .is_ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const ALL: [Cipher; 4] =
-        [Cipher::Aes128Ccm, Cipher::Aes128Gcm, Cipher::Aes256Ccm, Cipher::Aes256Gcm];
+    const ALL: [Cipher; 4] = [
+        Cipher::Aes128Ccm,
+        Cipher::Aes128Gcm,
+        Cipher::Aes256Ccm,
+        Cipher::Aes256Gcm,
+    ];
 
     fn key(c: Cipher) -> Vec<u8> {
         (0..c.key_len() as u8).map(|i| i.wrapping_mul(13)).collect()
@@ -326,8 +341,9 @@ mod tests {
             let buf = sealed(c, &plaintext(100));
             assert_eq!(buf[..4], PROTOCOL_ID);
             let n = c.nonce_len();
-            let expect_nonce: Vec<u8> =
-                (0..16).map(|i| if i < n { 0xA0 + i as u8 } else { 0 }).collect();
+            let expect_nonce: Vec<u8> = (0..16)
+                .map(|i| if i < n { 0xA0 + i as u8 } else { 0 })
+                .collect();
             assert_eq!(buf[NONCE], expect_nonce[..], "{c:?}");
             assert_eq!(buf[ORIGINAL_SIZE], 100u32.to_le_bytes());
             assert_eq!(buf[RESERVED], [0, 0]);
@@ -346,7 +362,9 @@ mod tests {
                 let mut buf = sealed(c, &pt);
                 let s = Sealer::new(c, &key(c));
                 assert_eq!(s.cipher(), c);
-                let opened = s.open(&mut buf).unwrap_or_else(|e| panic!("{c:?} {len}: {e}"));
+                let opened = s
+                    .open(&mut buf)
+                    .unwrap_or_else(|e| panic!("{c:?} {len}: {e}"));
                 assert_eq!(opened, &pt[..]);
             }
         }
@@ -362,7 +380,10 @@ mod tests {
                 t[byte] ^= 0x01;
                 let r = Sealer::new(c, &key(c)).open(&mut t);
                 let expected = if byte == 38 {
-                    CryptoError::BadLength { declared: 200 + (1 << 16), actual: 200 }
+                    CryptoError::BadLength {
+                        declared: 200 + (1 << 16),
+                        actual: 200,
+                    }
                 } else {
                     CryptoError::BadTag
                 };
@@ -377,7 +398,10 @@ mod tests {
             let mut t = sealed(c, &plaintext(50));
             let mut other = key(c);
             other[0] ^= 0x80;
-            assert_eq!(Sealer::new(c, &other).open(&mut t).map(|_| ()), Err(CryptoError::BadTag));
+            assert_eq!(
+                Sealer::new(c, &other).open(&mut t).map(|_| ()),
+                Err(CryptoError::BadTag)
+            );
         }
         let mut t = sealed(Cipher::Aes128Ccm, &plaintext(50));
         let s = Sealer::new(Cipher::Aes128Gcm, &key(Cipher::Aes128Gcm));
@@ -402,7 +426,10 @@ mod tests {
         t[ORIGINAL_SIZE].copy_from_slice(&29u32.to_le_bytes());
         assert_eq!(
             s.open(&mut t).map(|_| ()),
-            Err(CryptoError::BadLength { declared: 29, actual: 30 })
+            Err(CryptoError::BadLength {
+                declared: 29,
+                actual: 30
+            })
         );
 
         // Truncated anywhere: never a panic, always an error.
@@ -412,7 +439,10 @@ mod tests {
             let expected = if cut <= TRANSFORM_HEADER_LEN {
                 CryptoError::TooShort(cut)
             } else {
-                CryptoError::BadLength { declared: 30, actual: cut - TRANSFORM_HEADER_LEN }
+                CryptoError::BadLength {
+                    declared: 30,
+                    actual: cut - TRANSFORM_HEADER_LEN,
+                }
             };
             assert_eq!(r, Err(expected), "cut {cut}");
         }

@@ -60,15 +60,17 @@ pub struct Signer {
 }
 
 enum Kind {
-    HmacSha256(hmac::Key),
-    AesCmac(Cmac<Aes128>),
+    HmacSha256(Box<hmac::Key>),
+    AesCmac(Box<Cmac<Aes128>>),
     AesGmac(aead::LessSafeKey),
 }
 
 /// Keys are secrets: show only the algorithm.
 impl fmt::Debug for Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Signer").field("algorithm", &self.algorithm()).finish_non_exhaustive()
+        f.debug_struct("Signer")
+            .field("algorithm", &self.algorithm())
+            .finish_non_exhaustive()
     }
 }
 
@@ -88,10 +90,12 @@ impl Signer {
     /// or for 2.x Session.SessionKey).
     pub fn new(algo: SigningAlgorithm, key: &[u8]) -> Signer {
         let kind = match algo {
-            SigningAlgorithm::HmacSha256 => Kind::HmacSha256(hmac::Key::new(hmac::HMAC_SHA256, key)),
-            SigningAlgorithm::AesCmac => {
-                Kind::AesCmac(<Cmac<Aes128> as KeyInit>::new(&aes128_key(key).into()))
+            SigningAlgorithm::HmacSha256 => {
+                Kind::HmacSha256(Box::new(hmac::Key::new(hmac::HMAC_SHA256, key)))
             }
+            SigningAlgorithm::AesCmac => Kind::AesCmac(Box::new(<Cmac<Aes128> as KeyInit>::new(
+                &aes128_key(key).into(),
+            ))),
             SigningAlgorithm::AesGmac => {
                 let unbound = aead::UnboundKey::new(&aead::AES_128_GCM, &aes128_key(key))
                     .expect("AES-128-GCM accepts a 16-byte key");
@@ -138,7 +142,9 @@ impl Signer {
         let computed = match &self.kind {
             Kind::AesGmac(_) => {
                 let mut copy = msg.to_vec();
-                copy.get_mut(SIG_START..HEADER_LEN).map(|s| s.fill(0));
+                if let Some(sig) = copy.get_mut(SIG_START..HEADER_LEN) {
+                    sig.fill(0);
+                }
                 self.compute(&copy)
             }
             _ => self.compute(msg),
@@ -154,7 +160,7 @@ impl Signer {
         let mut out = [0u8; 16];
         match &self.kind {
             Kind::HmacSha256(key) => {
-                let mut ctx = hmac::Context::with_key(key);
+                let mut ctx = hmac::Context::with_key(key.as_ref());
                 ctx.update(before_sig);
                 ctx.update(&ZERO_SIG);
                 ctx.update(after_sig);
@@ -162,7 +168,7 @@ impl Signer {
                 out.copy_from_slice(tag.as_ref().get(..16).unwrap_or(&ZERO_SIG));
             }
             Kind::AesCmac(mac) => {
-                let mut mac = mac.clone();
+                let mut mac = Cmac::clone(mac);
                 mac.update(before_sig);
                 mac.update(&ZERO_SIG);
                 mac.update(after_sig);
@@ -172,7 +178,9 @@ impl Signer {
                 let nonce = aead::Nonce::assume_unique_for_key(gmac_nonce(msg));
                 // GMAC (RFC 4543) is GCM with the whole message as AAD and
                 // nothing to encrypt. It fails only on inputs over 2^61 bytes.
-                if let Ok(tag) = key.seal_in_place_separate_tag(nonce, aead::Aad::from(msg), &mut []) {
+                if let Ok(tag) =
+                    key.seal_in_place_separate_tag(nonce, aead::Aad::from(msg), &mut [])
+                {
                     out.copy_from_slice(tag.as_ref());
                 }
             }
@@ -191,8 +199,14 @@ fn gmac_nonce(msg: &[u8]) -> [u8; 12] {
     if let Some(message_id) = msg.get(24..32) {
         nonce[..8].copy_from_slice(message_id);
     }
-    let flags = msg.get(16..20).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes);
-    let command = msg.get(12..14).and_then(|b| b.try_into().ok()).map_or(0, u16::from_le_bytes);
+    let flags = msg
+        .get(16..20)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_le_bytes);
+    let command = msg
+        .get(12..14)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u16::from_le_bytes);
     let mut role: u32 = 0;
     if flags & FLAGS_SERVER_TO_REDIR != 0 {
         role |= 1;
@@ -208,8 +222,11 @@ fn gmac_nonce(msg: &[u8]) -> [u8; 12] {
 mod tests {
     use super::*;
 
-    const ALL: [SigningAlgorithm; 3] =
-        [SigningAlgorithm::HmacSha256, SigningAlgorithm::AesCmac, SigningAlgorithm::AesGmac];
+    const ALL: [SigningAlgorithm; 3] = [
+        SigningAlgorithm::HmacSha256,
+        SigningAlgorithm::AesCmac,
+        SigningAlgorithm::AesGmac,
+    ];
 
     fn message(len: usize) -> Vec<u8> {
         let mut m: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
@@ -343,7 +360,8 @@ mod tests {
         Signer::new(SigningAlgorithm::AesGmac, &key).sign(&mut m);
         let mut zeroed = m.clone();
         zeroed[48..64].fill(0);
-        let k = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &key).unwrap());
+        let k =
+            aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &key).expect("key"));
         let nonce = [5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         let tag = k
             .seal_in_place_separate_tag(
@@ -351,7 +369,7 @@ mod tests {
                 aead::Aad::from(&zeroed),
                 &mut [],
             )
-            .unwrap();
+            .expect("gcm");
         assert_eq!(m[48..64], *tag.as_ref());
     }
 }

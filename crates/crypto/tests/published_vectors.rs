@@ -39,7 +39,8 @@ fn h16(s: &str) -> [u8; 16] {
 // ---------------------------------------------------------------- [311] A.1
 
 const A1_SESSION_KEY: &str = "419FDDF34C1E001909D362AE7FB6AF79";
-const A1_PREAUTH: &str = "B23F3CBFD69487D9832B79B1594A367CDD950909B774C3A4C412B4FCEA9EDDDBA7DB256BA2EA30E9
+const A1_PREAUTH: &str =
+    "B23F3CBFD69487D9832B79B1594A367CDD950909B774C3A4C412B4FCEA9EDDDBA7DB256BA2EA30E9
     77F11F9B113247578E0E915C6D2A513B8F2FCA5707DC8770";
 const A1_SESSION_ID: u64 = 0x1000_0000_0025;
 
@@ -90,7 +91,10 @@ fn a1_session_setup_response_aes_cmac() {
         FE534D4240000100000000000100800009000000000000000200000000000000FFFE000000000000
         25000000001000006B85A4519A0F3EEA35BA946DD3AFE6B80900000048001D00A11B3019A0030A01
         00A3120410010000003932A87523AB660100000000");
-    let signer = Signer::new(SigningAlgorithm::AesCmac, &h("8765949DFEAEE105CE9118B45BE988F0"));
+    let signer = Signer::new(
+        SigningAlgorithm::AesCmac,
+        &h("8765949DFEAEE105CE9118B45BE988F0"),
+    );
     assert!(signer.verify(&signed));
     let mut m = signed.clone();
     m[48..64].fill(0xAA);
@@ -102,9 +106,16 @@ fn a1_session_setup_response_aes_cmac() {
 
 #[test]
 fn a1_server_opens_gcm_write_request() {
-    let keys = derive_keys(0x0311, &h(A1_SESSION_KEY), Some(&h64(A1_PREAUTH)), Some(Cipher::Aes128Gcm));
+    let keys = derive_keys(
+        0x0311,
+        &h(A1_SESSION_KEY),
+        Some(&h64(A1_PREAUTH)),
+        Some(Cipher::Aes128Gcm),
+    );
     let mut buf = h(A1_WRITE_SEALED);
-    let plain = Sealer::new(Cipher::Aes128Gcm, &keys.decrypt).open(&mut buf).unwrap();
+    let plain = Sealer::new(Cipher::Aes128Gcm, &keys.decrypt)
+        .open(&mut buf)
+        .expect("opens");
     assert_eq!(plain, &h(A1_WRITE_PLAIN)[..]);
 }
 
@@ -121,14 +132,22 @@ fn a1_client_side_seal_reproduces_write_request() {
 
 #[test]
 fn a1_server_seals_gcm_write_response() {
-    let keys = derive_keys(0x0311, &h(A1_SESSION_KEY), Some(&h64(A1_PREAUTH)), Some(Cipher::Aes128Gcm));
+    let keys = derive_keys(
+        0x0311,
+        &h(A1_SESSION_KEY),
+        Some(&h64(A1_PREAUTH)),
+        Some(Cipher::Aes128Gcm),
+    );
     let sealer = Sealer::new(Cipher::Aes128Gcm, &keys.encrypt);
     let mut buf = vec![0u8; TRANSFORM_HEADER_LEN];
     buf.extend(h(A1_WRITE_RESP_PLAIN));
     sealer.seal(A1_SESSION_ID, &h16("E06831DD2E8EB7B400000000"), &mut buf);
     assert_eq!(buf, h(A1_WRITE_RESP_SEALED));
     // And the server's own sealed bytes open again with the same key.
-    assert_eq!(sealer.open(&mut buf).unwrap(), &h(A1_WRITE_RESP_PLAIN)[..]);
+    assert_eq!(
+        sealer.open(&mut buf).expect("opens"),
+        &h(A1_WRITE_RESP_PLAIN)[..]
+    );
 }
 
 #[test]
@@ -136,10 +155,21 @@ fn a1_tampered_write_request_is_rejected() {
     let key = h("A2F5E80E5D59103034F32E52F698E5EC");
     let sealer = Sealer::new(Cipher::Aes128Gcm, &key);
     let good = h(A1_WRITE_SEALED);
-    for (byte, bit) in [(4, 0x80), (25, 0x01), (41, 0x10), (45, 0x01), (60, 0x04), (186, 0x01)] {
+    for (byte, bit) in [
+        (4, 0x80),
+        (25, 0x01),
+        (41, 0x10),
+        (45, 0x01),
+        (60, 0x04),
+        (186, 0x01),
+    ] {
         let mut t = good.clone();
         t[byte] ^= bit;
-        assert_eq!(sealer.open(&mut t).map(|_| ()), Err(CryptoError::BadTag), "byte {byte}");
+        assert_eq!(
+            sealer.open(&mut t).map(|_| ()),
+            Err(CryptoError::BadTag),
+            "byte {byte}"
+        );
     }
 }
 
@@ -154,15 +184,19 @@ fn a1_preauth_session_setup_request() {
         0000000000000000604806062B0601050502A03E303CA00E300C060A2B06010401823702020AA22A
         04284E544C4D5353500001000000978208E200000000000000000000000000000000060380250000
         000F"));
-    assert_eq!(hash.0, h64("
+    assert_eq!(
+        hash.0,
+        h64("
         A5E8AB87E2ADB8FA5F4545D20F1FD2019D66CCD0F4DFD1F762F1DFC8DCB15B98D0BD1F1450F6A0AF
-        C70F80B353C2D959217681949CF22DF35F31257A281C6A80"));
+        C70F80B353C2D959217681949CF22DF35F31257A281C6A80")
+    );
 }
 
 // ---------------------------------------------------------------- [311] A.2
 
 const A2_SESSION_KEY: &str = "07B7F69C1E2581662DF6987E88F9E891";
-const A2_PREAUTH: &str = "DECF98A420718718F22090D3580FCC5E484BD310FA1268210C6E86335A8891E767F5BCD99FA5A785
+const A2_PREAUTH: &str =
+    "DECF98A420718718F22090D3580FCC5E484BD310FA1268210C6E86335A8891E767F5BCD99FA5A785
     9D665AD07A73EA94E1BCDB7CFA69A6962A28A244138340B1";
 const A2_SESSION_ID: u64 = 0x1000_0000_0021;
 
@@ -207,7 +241,10 @@ fn a2_session_setup_response_aes_cmac() {
         FE534D4240000100000000000100800009000000000000000200000000000000FFFE000000000000
         21000000001000003676196AEE8CA17E5D50A53642EF2BE40900000048001D00A11B3019A0030A01
         00A3120410010000000F57444342A2717E00000000");
-    let signer = Signer::new(SigningAlgorithm::AesCmac, &h("3DCC82C5795AE27F383242761078C59B"));
+    let signer = Signer::new(
+        SigningAlgorithm::AesCmac,
+        &h("3DCC82C5795AE27F383242761078C59B"),
+    );
     assert!(signer.verify(&signed));
     let mut m = signed.clone();
     signer.sign(&mut m);
@@ -216,9 +253,16 @@ fn a2_session_setup_response_aes_cmac() {
 
 #[test]
 fn a2_server_opens_ccm_write_request() {
-    let keys = derive_keys(0x0311, &h(A2_SESSION_KEY), Some(&h64(A2_PREAUTH)), Some(Cipher::Aes128Ccm));
+    let keys = derive_keys(
+        0x0311,
+        &h(A2_SESSION_KEY),
+        Some(&h64(A2_PREAUTH)),
+        Some(Cipher::Aes128Ccm),
+    );
     let mut buf = h(A2_WRITE_SEALED);
-    let plain = Sealer::new(Cipher::Aes128Ccm, &keys.decrypt).open(&mut buf).unwrap();
+    let plain = Sealer::new(Cipher::Aes128Ccm, &keys.decrypt)
+        .open(&mut buf)
+        .expect("opens");
     assert_eq!(plain, &h(A2_WRITE_PLAIN)[..]);
 }
 
@@ -233,27 +277,49 @@ fn a2_client_side_seal_reproduces_write_request() {
 
 #[test]
 fn a2_server_seals_ccm_write_response() {
-    let keys = derive_keys(0x0311, &h(A2_SESSION_KEY), Some(&h64(A2_PREAUTH)), Some(Cipher::Aes128Ccm));
+    let keys = derive_keys(
+        0x0311,
+        &h(A2_SESSION_KEY),
+        Some(&h64(A2_PREAUTH)),
+        Some(Cipher::Aes128Ccm),
+    );
     let sealer = Sealer::new(Cipher::Aes128Ccm, &keys.encrypt);
     let mut buf = vec![0u8; TRANSFORM_HEADER_LEN];
     buf.extend(h(A2_WRITE_RESP_PLAIN));
     sealer.seal(A2_SESSION_ID, &h16("D96831DD2E8EB7B4000000"), &mut buf);
     assert_eq!(buf, h(A2_WRITE_RESP_SEALED));
-    assert_eq!(sealer.open(&mut buf).unwrap(), &h(A2_WRITE_RESP_PLAIN)[..]);
+    assert_eq!(
+        sealer.open(&mut buf).expect("opens"),
+        &h(A2_WRITE_RESP_PLAIN)[..]
+    );
 }
 
 #[test]
 fn a2_tampered_write_request_is_rejected() {
     let sealer = Sealer::new(Cipher::Aes128Ccm, &h("DFAAA31AAE40A2485D47AC4DF09FDA1D"));
     let good = h(A2_WRITE_SEALED);
-    for (byte, bit) in [(4, 0x80), (25, 0x01), (41, 0x10), (45, 0x01), (60, 0x04), (186, 0x01)] {
+    for (byte, bit) in [
+        (4, 0x80),
+        (25, 0x01),
+        (41, 0x10),
+        (45, 0x01),
+        (60, 0x04),
+        (186, 0x01),
+    ] {
         let mut t = good.clone();
         t[byte] ^= bit;
-        assert_eq!(sealer.open(&mut t).map(|_| ()), Err(CryptoError::BadTag), "byte {byte}");
+        assert_eq!(
+            sealer.open(&mut t).map(|_| ()),
+            Err(CryptoError::BadTag),
+            "byte {byte}"
+        );
     }
     // Truncating the ciphertext is caught by the OriginalMessageSize check.
     let mut t = good[..good.len() - 1].to_vec();
-    assert!(matches!(sealer.open(&mut t), Err(CryptoError::BadLength { declared: 0x87, .. })));
+    assert!(matches!(
+        sealer.open(&mut t),
+        Err(CryptoError::BadLength { declared: 0x87, .. })
+    ));
 }
 
 #[test]
@@ -266,9 +332,12 @@ fn a2_preauth_chain() {
         6877C34A95F7160F73EA377270000000020000000202100200030203110300000100260000000000
         0100200001001A05A92392E1554C072AE7B186EE7DC02CB90BEF2E639CCC94B7A9DC7B3934420000
         0200060000000000020001000200"));
-    assert_eq!(hash.0, h64("
+    assert_eq!(
+        hash.0,
+        h64("
         A3A8A769FEA693B3D037406EF945E115D2B7A4A9318564D2CAAA4B1FE0EC36D8D92A4802619EDCF2
-        9E2410534D2D3749E71F76ADF5212F959210D291097A6355"));
+        9E2410534D2D3749E71F76ADF5212F959210D291097A6355")
+    );
 
     // First SESSION_SETUP request and response, from the connection's hash
     // after the NEGOTIATE response.
@@ -281,9 +350,12 @@ fn a2_preauth_chain() {
         0000000000000000604806062B0601050502A03E303CA00E300C060A2B06010401823702020AA22A
         04284E544C4D5353500001000000978208E200000000000000000000000000000000060380250000
         000F"));
-    assert_eq!(hash.0, h64("
+    assert_eq!(
+        hash.0,
+        h64("
         FD10D68FFBB5D94DD483DE14DC8AF92B4D2D8517A5D245FE091C93050AC56239B3B829F74CB25451
-        276248F12279DCC027C9B53841A67052A617C32C93CBA8C2"));
+        276248F12279DCC027C9B53841A67052A617C32C93CBA8C2")
+    );
     hash.update(&h("
         FE534D4240000100160000C00100010001000000000000000100000000000000FFFE000000000000
         210000000010000000000000000000000000000000000000090000004800B300A181B03081ADA003
@@ -292,9 +364,12 @@ fn a2_preauth_chain() {
         005500540033003100310002000C0053005500540033003100310001000C00530055005400330031
         00310004000C0053005500540033003100310003000C005300550054003300310031000700080019
         C69C43CCAED00100000000"));
-    assert_eq!(hash.0, h64("
+    assert_eq!(
+        hash.0,
+        h64("
         2AA0A0D736D4A3BE4A2FA06B20EEBF02635543C0310F72595ACEAF9893BBE647D9C753175215BB24
-        71DF365D4FC77AB8D168ECC91ABC02C4611D2AAC33181967"));
+        71DF365D4FC77AB8D168ECC91ABC02C4611D2AAC33181967")
+    );
 }
 
 // ---------------------------------------------------------------- [30]
@@ -341,7 +416,9 @@ fn smb30_server_opens_ccm_write_request() {
     // authenticated as received.
     let keys = derive_keys(0x0300, &h(S30_SESSION_KEY), None, Some(Cipher::Aes128Ccm));
     let mut buf = h(S30_WRITE_SEALED);
-    let plain = Sealer::new(Cipher::Aes128Ccm, &keys.decrypt).open(&mut buf).unwrap();
+    let plain = Sealer::new(Cipher::Aes128Ccm, &keys.decrypt)
+        .open(&mut buf)
+        .expect("opens");
     assert_eq!(plain, &h(S30_WRITE_PLAIN)[..]);
 }
 
@@ -349,7 +426,9 @@ fn smb30_server_opens_ccm_write_request() {
 fn smb30_response_opens_with_server_encrypt_key() {
     let keys = derive_keys(0x0300, &h(S30_SESSION_KEY), None, Some(Cipher::Aes128Ccm));
     let mut buf = h(S30_WRITE_RESP_SEALED);
-    let plain = Sealer::new(Cipher::Aes128Ccm, &keys.encrypt).open(&mut buf).unwrap();
+    let plain = Sealer::new(Cipher::Aes128Ccm, &keys.encrypt)
+        .open(&mut buf)
+        .expect("opens");
     assert_eq!(plain, &h(S30_WRITE_RESP_PLAIN)[..]);
 }
 

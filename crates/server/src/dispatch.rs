@@ -441,9 +441,8 @@ fn cancel(c: &mut Connection, hdr: &Header) {
     });
     if let Some(i) = pos {
         let p = c.pending.remove(i);
-        if let AsyncWork::Lock(b) = &p.work {
-            cmd::lock::cancel(&mut c.st, b);
-        }
+        let AsyncWork::Lock(b) = &p.work;
+        cmd::lock::cancel(&mut c.st, b);
         complete(c, p, Err(NtStatus::CANCELLED), Vec::new());
     }
 }

@@ -61,3 +61,57 @@ fn errno_status(e: Errno) -> NtStatus {
         _ => NtStatus::UNSUCCESSFUL,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(e: Errno) -> NtStatus {
+        FsError::Io(e.into()).status()
+    }
+
+    #[test]
+    fn errno_to_status() {
+        assert_eq!(io(Errno::NOENT), NtStatus::OBJECT_NAME_NOT_FOUND);
+        assert_eq!(io(Errno::NOTDIR), NtStatus::OBJECT_PATH_NOT_FOUND);
+        assert_eq!(io(Errno::EXIST), NtStatus::OBJECT_NAME_COLLISION);
+        assert_eq!(io(Errno::ACCESS), NtStatus::ACCESS_DENIED);
+        assert_eq!(io(Errno::PERM), NtStatus::ACCESS_DENIED);
+        assert_eq!(io(Errno::XDEV), NtStatus::ACCESS_DENIED);
+        assert_eq!(io(Errno::BADF), NtStatus::ACCESS_DENIED);
+        assert_eq!(io(Errno::ISDIR), NtStatus::FILE_IS_A_DIRECTORY);
+        assert_eq!(io(Errno::NOTEMPTY), NtStatus::DIRECTORY_NOT_EMPTY);
+        assert_eq!(io(Errno::NOSPC), NtStatus::DISK_FULL);
+        assert_eq!(io(Errno::DQUOT), NtStatus::DISK_FULL);
+        assert_eq!(io(Errno::FBIG), NtStatus::DISK_FULL);
+        assert_eq!(io(Errno::NAMETOOLONG), NtStatus::OBJECT_NAME_INVALID);
+        assert_eq!(io(Errno::ROFS), NtStatus::MEDIA_WRITE_PROTECTED);
+        assert_eq!(io(Errno::LOOP), NtStatus::OBJECT_NAME_NOT_FOUND);
+        assert_eq!(io(Errno::MFILE), NtStatus::TOO_MANY_OPENED_FILES);
+        assert_eq!(io(Errno::NFILE), NtStatus::TOO_MANY_OPENED_FILES);
+        assert_eq!(io(Errno::INVAL), NtStatus::INVALID_PARAMETER);
+        assert_eq!(io(Errno::NOMEM), NtStatus::NO_MEMORY);
+        assert_eq!(io(Errno::BUSY), NtStatus::SHARING_VIOLATION);
+        assert_eq!(io(Errno::TXTBSY), NtStatus::SHARING_VIOLATION);
+        assert_eq!(io(Errno::OPNOTSUPP), NtStatus::NOT_SUPPORTED);
+        assert_eq!(io(Errno::NOSYS), NtStatus::NOT_IMPLEMENTED);
+        assert_eq!(io(Errno::IO), NtStatus::UNSUCCESSFUL);
+        let no_errno = std::io::Error::other("x");
+        assert_eq!(FsError::Io(no_errno).status(), NtStatus::UNSUCCESSFUL);
+    }
+
+    #[test]
+    fn variants_to_status() {
+        assert_eq!(FsError::InvalidName.status(), NtStatus::OBJECT_NAME_INVALID);
+        assert_eq!(FsError::Escape.status(), NtStatus::ACCESS_DENIED);
+        assert_eq!(FsError::ReadOnly.status(), NtStatus::MEDIA_WRITE_PROTECTED);
+        assert_eq!(
+            FsError::Status(NtStatus::DELETE_PENDING).status(),
+            NtStatus::DELETE_PENDING
+        );
+        assert_eq!(
+            NtStatus::from(FsError::ReadOnly),
+            NtStatus::MEDIA_WRITE_PROTECTED
+        );
+    }
+}

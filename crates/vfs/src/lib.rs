@@ -9,7 +9,10 @@
 //! Paths come in SMB form: relative to the share, components separated by
 //! `\`, no leading separator (the server strips one). An empty path is the
 //! share root. [`check_name`] rejects what can never name a file here
-//! (`:` streams, `\\?\` prefixes, wildcards, NUL, `..` components).
+//! (`:` streams, `\\?\` prefixes, wildcards, NUL, `.`/`..` components,
+//! empty components); a trailing `::$DATA` names the file itself. A symlink
+//! inside the share is followed when its target stays inside; one that
+//! leads out is ACCESS_DENIED. Unlink and rename act on a link itself.
 //!
 //! Errors are [`FsError`], which maps to the NTSTATUS MS-SMB2/MS-FSCC name.
 
@@ -47,9 +50,10 @@ pub enum Kind {
 pub struct OpenOptions {
     pub disposition: Disposition,
     pub kind: Kind,
-    /// Open for reading data (otherwise an O_PATH-like metadata open is fine).
+    /// Open for reading data. With neither `read` nor `write` the object
+    /// is opened read-only if permitted, else O_PATH (metadata only).
     pub read: bool,
-    /// Open for writing data / changing size.
+    /// Open for writing data / changing size (files; ignored for directories).
     pub write: bool,
 }
 
@@ -65,7 +69,7 @@ pub enum CreateAction {
 /// File metadata in SMB terms. Times are FILETIME (100 ns since 1601).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FileStat {
-    /// Stable per file: derived from (st_dev, st_ino).
+    /// Stable per file: st_ino with st_dev mixed into the top 24 bits.
     pub file_id: u64,
     pub size: u64,
     pub allocation_size: u64,
@@ -73,15 +77,16 @@ pub struct FileStat {
     pub last_access_time: u64,
     pub last_write_time: u64,
     pub change_time: u64,
-    /// FILE_ATTRIBUTE_* (MS-FSCC 2.6): DIRECTORY, ARCHIVE or NORMAL,
-    /// READONLY when the owner has no write permission.
+    /// FILE_ATTRIBUTE_* (MS-FSCC 2.6): DIRECTORY for directories, ARCHIVE
+    /// for everything else, plus READONLY when the owner has no write
+    /// permission. HIDDEN is never set.
     pub attributes: u32,
     pub nlink: u32,
     pub is_dir: bool,
 }
 
 /// One directory entry, with its metadata. `.` and `..` are included first
-/// for every directory (including the share root), as Windows does.
+/// for every directory (the share root's `..` is the root), as Windows does.
 #[derive(Clone, Debug)]
 pub struct DirEntry {
     pub name: String,
@@ -128,7 +133,8 @@ pub struct Handle {
 }
 
 impl PosixFs {
-    /// Open (not create) the share root directory.
+    /// Open (not create) the share root directory. Fails without openat2
+    /// (Linux < 5.6).
     pub fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
         posix::new(root, read_only)
     }
@@ -137,7 +143,14 @@ impl PosixFs {
         self.read_only
     }
 
-    /// Open or create `path` per `opts`. Overwrite/supersede truncate.
+    /// Open or create `path` per `opts` (MS-SMB2 3.3.5.9, MS-FSA 2.1.5.1).
+    /// Overwrite/supersede truncate. Missing: OBJECT_NAME_NOT_FOUND, or
+    /// OBJECT_PATH_NOT_FOUND when the parent is; existing with Create:
+    /// OBJECT_NAME_COLLISION; Kind::Directory on a file: NOT_A_DIRECTORY;
+    /// Kind::NonDirectory on a directory: FILE_IS_A_DIRECTORY;
+    /// Kind::Directory with an overwriting disposition: INVALID_PARAMETER.
+    /// Created files are mode 0644, directories 0755 (less the umask).
+    /// FIFOs, sockets and devices open only without data access.
     pub fn open(&self, path: &str, opts: &OpenOptions) -> Result<(Handle, CreateAction), FsError> {
         posix::open(self, path, opts)
     }
@@ -146,13 +159,17 @@ impl PosixFs {
         posix::stat_path(self, path)
     }
 
-    /// Remove the file or empty directory `path` (delete-on-close).
+    /// Remove the file or empty directory `path` (delete-on-close); a
+    /// non-empty directory is DIRECTORY_NOT_EMPTY. A symlink is removed as a
+    /// link even when `is_dir` (it was opened as the directory it names).
     pub fn unlink(&self, path: &str, is_dir: bool) -> Result<(), FsError> {
         posix::unlink(self, path, is_dir)
     }
 
     /// Rename `from` to `to`, both share-relative. Without `replace`, an
-    /// existing target is OBJECT_NAME_COLLISION.
+    /// existing target is OBJECT_NAME_COLLISION; with it, a directory target
+    /// is ACCESS_DENIED (MS-FSA 2.1.5.14.11). A missing target parent is
+    /// OBJECT_PATH_NOT_FOUND.
     pub fn rename(&self, from: &str, to: &str, replace: bool) -> Result<(), FsError> {
         posix::rename(self, from, to, replace)
     }
@@ -166,50 +183,83 @@ impl Handle {
     pub fn stat(&self) -> Result<FileStat, FsError> {
         posix::fstat(self)
     }
-    /// Read up to `buf.len()` bytes at `offset`; returns bytes read (0 at EOF).
+    /// Read up to `buf.len()` bytes at `offset`; returns bytes read (fewer
+    /// only at EOF, 0 at or past it).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, FsError> {
         posix::read_at(self, buf, offset)
     }
-    /// Write all of `buf` at `offset`.
+    /// Write all of `buf` at `offset`. A handle not opened for writing is
+    /// ACCESS_DENIED.
     pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), FsError> {
         posix::write_at(self, buf, offset)
     }
     pub fn set_len(&self, len: u64) -> Result<(), FsError> {
         posix::set_len(self, len)
     }
-    /// Preallocate (FileAllocationInformation); shrinking below the size truncates.
+    /// Preallocate (FileAllocationInformation) without changing the size;
+    /// below the size it truncates. A no-op where the file system cannot.
     pub fn set_allocation(&self, len: u64) -> Result<(), FsError> {
         posix::set_allocation(self, len)
     }
     pub fn set_times(&self, t: &SetTimes) -> Result<(), FsError> {
         posix::set_times(self, t)
     }
-    /// Set or clear FILE_ATTRIBUTE_READONLY (owner write bit).
+    /// Set FILE_ATTRIBUTE_READONLY (clears all write bits) or clear it
+    /// (sets the owner write bit).
     pub fn set_readonly(&self, ro: bool) -> Result<(), FsError> {
         posix::set_readonly(self, ro)
     }
     pub fn sync(&self) -> Result<(), FsError> {
         posix::sync(self)
     }
-    /// All entries of this directory, `.` and `..` first, then sorted by name.
+    /// All entries of this directory, `.` and `..` first, then sorted by
+    /// name (bytewise). Names a client could not open again (non-UTF-8,
+    /// failing [`check_name`]) are left out, as are entries that vanish
+    /// meanwhile. A symlink shows its target when that is inside the share,
+    /// else the link itself. INVALID_PARAMETER on a file handle.
     pub fn read_dir(&self) -> Result<Vec<DirEntry>, FsError> {
         posix::read_dir(self)
     }
 }
 
 /// Reject names that can never be a file in a share (MS-FSCC 2.1.5 rules
-/// as Windows applies them, plus what would escape a POSIX tree).
+/// as Windows applies them, plus what would escape a POSIX tree):
+/// OBJECT_NAME_INVALID for `.`/`..`/empty components, `/ : * ? < > " |`,
+/// control characters, components over 255 bytes, paths over 4096 bytes.
+/// Every [`PosixFs`] method applies it to the paths it is given.
 pub fn check_name(path: &str) -> Result<(), FsError> {
     posix::check_name(path)
 }
 
-/// Unix seconds+nanos to FILETIME.
+/// Unix seconds+nanos to FILETIME (MS-DTYP 2.3.3: 100 ns units since
+/// 1601-01-01). Times before 1601 become 0; `nanos` is below 10^9.
 pub fn filetime(secs: i64, nanos: i64) -> u64 {
-    ((secs + 11_644_473_600) as u64).wrapping_mul(10_000_000).wrapping_add((nanos / 100) as u64)
+    match u64::try_from(secs.saturating_add(11_644_473_600)) {
+        Ok(s) => s
+            .saturating_mul(10_000_000)
+            .saturating_add((nanos / 100).max(0) as u64),
+        Err(_) => 0,
+    }
 }
 
 impl From<FsError> for NtStatus {
     fn from(e: FsError) -> NtStatus {
         e.status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::filetime;
+
+    #[test]
+    fn filetime_epochs() {
+        // MS-DTYP 2.3.3: the Unix epoch is 116444736000000000.
+        assert_eq!(filetime(0, 0), 116_444_736_000_000_000);
+        assert_eq!(filetime(1, 500), 116_444_736_010_000_005);
+        assert_eq!(filetime(-11_644_473_600, 0), 0);
+        assert_eq!(filetime(-11_644_473_601, 999_999_999), 0);
+        assert_eq!(filetime(i64::MIN, 0), 0);
+        assert_eq!(filetime(i64::MAX, 0), u64::MAX);
     }
 }

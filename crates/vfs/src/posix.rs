@@ -8,8 +8,8 @@ use crate::{
     OpenOptions, PosixFs, SetTimes,
 };
 use rustix::fs::{
-    self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags,
-    Statx, StatxFlags, StatxTimestamp, Timespec, Timestamps,
+    self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Statx,
+    StatxFlags, StatxTimestamp, Timespec, Timestamps,
 };
 use rustix::io::Errno;
 use smbq_wire::NtStatus;
@@ -50,7 +50,13 @@ fn status(s: NtStatus) -> FsError {
 fn beneath(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: u32) -> Result<OwnedFd, Errno> {
     let mut tries = 0;
     loop {
-        match rfs::openat2(dir, rel, flags | OFlags::CLOEXEC, Mode::from_raw_mode(mode), RESOLVE) {
+        match rfs::openat2(
+            dir,
+            rel,
+            flags | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+            RESOLVE,
+        ) {
             Err(Errno::AGAIN | Errno::INTR) if tries < RETRIES => tries += 1,
             r => return r,
         }
@@ -65,7 +71,9 @@ fn check_component(c: &str) -> Result<(), FsError> {
         || c == "."
         || c == ".."
         || c.len() > MAX_COMPONENT
-        || c.chars().any(|ch| ch < ' ' || matches!(ch, '"' | '*' | '/' | ':' | '<' | '>' | '?' | '\\' | '|'));
+        || c.chars().any(|ch| {
+            ch < ' ' || matches!(ch, '"' | '*' | '/' | ':' | '<' | '>' | '?' | '\\' | '|')
+        });
     if bad {
         Err(FsError::InvalidName)
     } else {
@@ -81,14 +89,20 @@ fn split(path: &str) -> Result<Vec<&str>, FsError> {
     if path.len() > MAX_PATH {
         return Err(FsError::InvalidName);
     }
-    let path = match path.len().checked_sub(7).and_then(|i| Some((path.get(..i)?, path.get(i..)?))) {
+    let path = match path
+        .len()
+        .checked_sub(7)
+        .and_then(|i| Some((path.get(..i)?, path.get(i..)?)))
+    {
         Some((stem, s)) if !stem.is_empty() && s.eq_ignore_ascii_case("::$DATA") => stem,
         _ => path,
     };
     if path.is_empty() {
         return Ok(Vec::new());
     }
-    path.split('\\').map(|c| check_component(c).map(|()| c)).collect()
+    path.split('\\')
+        .map(|c| check_component(c).map(|()| c))
+        .collect()
 }
 
 pub(crate) fn check_name(path: &str) -> Result<(), FsError> {
@@ -130,7 +144,12 @@ fn lookup(root: BorrowedFd<'_>, comps: &[&str]) -> Result<OwnedFd, FsError> {
 }
 
 fn statx_at(dir: BorrowedFd<'_>, name: &str, flags: AtFlags) -> Result<Statx, Errno> {
-    rfs::statx(dir, name, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME)
+    rfs::statx(
+        dir,
+        name,
+        flags,
+        StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+    )
 }
 
 fn fstatx(fd: BorrowedFd<'_>) -> Result<Statx, Errno> {
@@ -173,7 +192,11 @@ fn to_stat(x: &Statx) -> FileStat {
         atime.min(mtime).min(ctime)
     };
     let is_dir = file_type(x) == FileType::Directory;
-    let mut attributes = if is_dir { FILE_ATTRIBUTE_DIRECTORY } else { FILE_ATTRIBUTE_ARCHIVE };
+    let mut attributes = if is_dir {
+        FILE_ATTRIBUTE_DIRECTORY
+    } else {
+        FILE_ATTRIBUTE_ARCHIVE
+    };
     if x.stx_mode & 0o200 == 0 {
         attributes |= FILE_ATTRIBUTE_READONLY;
     }
@@ -192,11 +215,18 @@ fn to_stat(x: &Statx) -> FileStat {
 }
 
 pub(crate) fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
-    let fd = rfs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(err)?;
+    let fd = rfs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(err)?;
     // openat2 needs Linux 5.6: fail here, not on the first request.
     beneath(fd.as_fd(), ".", OFlags::PATH, 0).map_err(err)?;
-    Ok(PosixFs { root: Arc::new(fd), read_only })
+    Ok(PosixFs {
+        root: Arc::new(fd),
+        read_only,
+    })
 }
 
 /// MS-SMB2 3.3.5.9 / MS-FSA 2.1.5.1: open or create per CreateDisposition.
@@ -248,15 +278,29 @@ pub(crate) fn open(
         }
         let created = if opts.kind == Kind::Directory {
             rfs::mkdirat(&dir, *leaf, Mode::from_raw_mode(0o755)).and_then(|()| {
-                beneath(dir.as_fd(), leaf, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW, 0)
+                beneath(
+                    dir.as_fd(),
+                    leaf,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW,
+                    0,
+                )
             })
         } else {
-            let access = if opts.write { OFlags::RDWR } else { OFlags::RDONLY };
+            let access = if opts.write {
+                OFlags::RDWR
+            } else {
+                OFlags::RDONLY
+            };
             let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOCTTY;
             beneath(dir.as_fd(), leaf, flags, 0o644)
         };
         match created {
-            Ok(fd) => return Ok((handle(fd, opts.kind == Kind::Directory), CreateAction::Created)),
+            Ok(fd) => {
+                return Ok((
+                    handle(fd, opts.kind == Kind::Directory),
+                    CreateAction::Created,
+                ))
+            }
             // Someone created it since our lookup: open what is there now.
             // (A dangling symlink also lands here: O_EXCL does not follow it.)
             Err(Errno::EXIST) if opts.disposition != Disposition::Create => {}
@@ -302,7 +346,11 @@ fn open_existing(
             Err(e) => return Err(err(e)),
         }
     } else if kind == FileType::RegularFile {
-        let access = if opts.write || truncate { OFlags::RDWR } else { OFlags::RDONLY };
+        let access = if opts.write || truncate {
+            OFlags::RDWR
+        } else {
+            OFlags::RDONLY
+        };
         // O_NONBLOCK: if the name was swapped for a FIFO since the lookup,
         // do not hang in open (the check below then refuses it). It has no
         // effect on regular files.
@@ -406,7 +454,9 @@ pub(crate) fn stat_fs(fs: &PosixFs) -> Result<FsStat, FsError> {
         free_blocks: v.f_bfree,
         avail_blocks: v.f_bavail,
         block_size: v.f_frsize,
-        max_name_len: u32::try_from(v.f_namemax).unwrap_or(u32::MAX).min(MAX_COMPONENT as u32),
+        max_name_len: u32::try_from(v.f_namemax)
+            .unwrap_or(u32::MAX)
+            .min(MAX_COMPONENT as u32),
         serial: (d ^ (d >> 32)) as u32,
     })
 }
@@ -419,7 +469,9 @@ pub(crate) fn fstat(h: &Handle) -> Result<FileStat, FsError> {
 pub(crate) fn read_at(h: &Handle, buf: &mut [u8], offset: u64) -> Result<usize, FsError> {
     let mut done = 0;
     while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
-        let at = offset.checked_add(done as u64).ok_or(status(NtStatus::INVALID_PARAMETER))?;
+        let at = offset
+            .checked_add(done as u64)
+            .ok_or(status(NtStatus::INVALID_PARAMETER))?;
         match rustix::io::pread(&h.fd, rest, at) {
             Ok(0) => break,
             Ok(n) => done += n,
@@ -436,7 +488,9 @@ pub(crate) fn write_at(h: &Handle, buf: &[u8], offset: u64) -> Result<(), FsErro
     }
     let mut done = 0;
     while let Some(rest) = buf.get(done..).filter(|r| !r.is_empty()) {
-        let at = offset.checked_add(done as u64).ok_or(status(NtStatus::INVALID_PARAMETER))?;
+        let at = offset
+            .checked_add(done as u64)
+            .ok_or(status(NtStatus::INVALID_PARAMETER))?;
         match rustix::io::pwrite(&h.fd, rest, at) {
             Ok(0) => return Err(status(NtStatus::DISK_FULL)),
             Ok(n) => done += n,
@@ -490,7 +544,10 @@ fn timespec(t: Option<u64>) -> Timespec {
             tv_sec: (ft / 10_000_000) as i64 - 11_644_473_600,
             tv_nsec: ((ft % 10_000_000) * 100) as _,
         },
-        None => Timespec { tv_sec: 0, tv_nsec: rfs::UTIME_OMIT },
+        None => Timespec {
+            tv_sec: 0,
+            tv_nsec: rfs::UTIME_OMIT,
+        },
     }
 }
 
@@ -535,25 +592,38 @@ pub(crate) fn sync(h: &Handle) -> Result<(), FsError> {
 pub(crate) fn read_dir(h: &Handle) -> Result<Vec<DirEntry>, FsError> {
     let root = h.root.as_fd();
     let me = fstatx(h.fd.as_fd()).map_err(err)?;
+    if file_type(&me) != FileType::Directory {
+        return Err(status(NtStatus::INVALID_PARAMETER));
+    }
     let is_root = same_file(&me, &fstatx(root).map_err(err)?);
     // The handle's own path, to resolve symlink targets beneath the root.
     let comps = split(&h.path).ok();
     let parent = match (&comps, is_root) {
         (Some(c), false) => {
             let p = c.split_last().map_or(&[][..], |(_, p)| p);
-            beneath(root, &rel(p), OFlags::PATH, 0).and_then(|fd| fstatx(fd.as_fd())).ok()
+            beneath(root, &rel(p), OFlags::PATH, 0)
+                .and_then(|fd| fstatx(fd.as_fd()))
+                .ok()
         }
         _ => None,
     };
     let mut out = vec![
-        DirEntry { name: ".".to_owned(), stat: to_stat(&me) },
-        DirEntry { name: "..".to_owned(), stat: to_stat(parent.as_ref().unwrap_or(&me)) },
+        DirEntry {
+            name: ".".to_owned(),
+            stat: to_stat(&me),
+        },
+        DirEntry {
+            name: "..".to_owned(),
+            stat: to_stat(parent.as_ref().unwrap_or(&me)),
+        },
     ];
     let mut entries = Vec::new();
     let mut dir = rfs::Dir::read_from(&h.fd).map_err(err)?;
     while let Some(ent) = dir.read() {
         let ent = ent.map_err(err)?;
-        let Ok(name) = ent.file_name().to_str() else { continue };
+        let Ok(name) = ent.file_name().to_str() else {
+            continue;
+        };
         if name == "." || name == ".." || check_component(name).is_err() {
             continue;
         }
@@ -563,14 +633,87 @@ pub(crate) fn read_dir(h: &Handle) -> Result<Vec<DirEntry>, FsError> {
         if file_type(&x) == FileType::Symlink {
             if let Some(c) = &comps {
                 let target = format!("{}/{name}", rel(c));
-                if let Ok(t) = beneath(root, &target, OFlags::PATH, 0).and_then(|fd| fstatx(fd.as_fd())) {
+                if let Ok(t) =
+                    beneath(root, &target, OFlags::PATH, 0).and_then(|fd| fstatx(fd.as_fd()))
+                {
                     x = t;
                 }
             }
         }
-        entries.push(DirEntry { name: name.to_owned(), stat: to_stat(&x) });
+        entries.push(DirEntry {
+            name: name.to_owned(),
+            stat: to_stat(&x),
+        });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     out.extend(entries);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn split_components() {
+        assert_eq!(split("").unwrap(), Vec::<&str>::new());
+        assert_eq!(split("a").unwrap(), ["a"]);
+        assert_eq!(split("a\\b c\\d.txt").unwrap(), ["a", "b c", "d.txt"]);
+        assert_eq!(split("a\\f::$DATA").unwrap(), ["a", "f"]);
+        assert_eq!(split("f::$data").unwrap(), ["f"]);
+        assert_eq!(split("...").unwrap(), ["..."], "only . and .. are special");
+        assert_eq!(split("é::$DATA").unwrap(), ["é"]);
+        // A multi-byte character where the suffix would start.
+        assert!(split("éé€::$DATA").is_ok());
+        assert!(split("aé€").is_ok());
+    }
+
+    #[test]
+    fn rejected_names() {
+        for p in [
+            "\\",
+            "\\a",
+            "a\\",
+            "a\\\\b",
+            ".",
+            "..",
+            "a\\.",
+            "a\\..\\b",
+            "a/b",
+            "/a",
+            "a:b",
+            "::$DATA",
+            "a::$INDEX_ALLOCATION",
+            "\\\\?\\C:\\x",
+            "\\??\\C:\\x",
+            "a*",
+            "a?",
+            "a<",
+            "a>",
+            "a\"",
+            "a|",
+            "a\0",
+            "a\x1f",
+        ] {
+            assert!(matches!(split(p), Err(FsError::InvalidName)), "{p:?}");
+        }
+        assert!(check_name(&"x".repeat(MAX_COMPONENT)).is_ok());
+        assert!(check_name(&"x".repeat(MAX_COMPONENT + 1)).is_err());
+        let at_limit = vec!["x".repeat(200); 20].join("\\");
+        assert!(at_limit.len() <= MAX_PATH && check_name(&at_limit).is_ok());
+        let over = vec!["x".repeat(200); 21].join("\\");
+        assert!(over.len() > MAX_PATH && check_name(&over).is_err());
+        // DEL and non-ASCII are ordinary characters.
+        assert!(check_name("a\x7f\u{fffd}").is_ok());
+    }
+
+    #[test]
+    fn filetime_round_trip() {
+        let t = timespec(Some(filetime(1_234_567_890, 987_654_300)));
+        assert_eq!((t.tv_sec, t.tv_nsec), (1_234_567_890, 987_654_300));
+        let t = timespec(Some(0));
+        assert_eq!((t.tv_sec, t.tv_nsec), (-11_644_473_600, 0));
+        assert_eq!(timespec(None).tv_nsec, rfs::UTIME_OMIT);
+    }
 }

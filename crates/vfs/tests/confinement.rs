@@ -26,15 +26,30 @@ fn fixture() -> Fixture {
     fs::create_dir(share.join("a")).unwrap();
     fs::write(share.join("a").join("f"), b"inside").unwrap();
     let fs = PosixFs::new(&share, false).unwrap();
-    Fixture { _dir: dir, share, outside, fs }
+    Fixture {
+        _dir: dir,
+        share,
+        outside,
+        fs,
+    }
 }
 
 fn opts(disposition: Disposition) -> OpenOptions {
-    OpenOptions { disposition, kind: Kind::Any, read: true, write: false }
+    OpenOptions {
+        disposition,
+        kind: Kind::Any,
+        read: true,
+        write: false,
+    }
 }
 
 fn rw(disposition: Disposition) -> OpenOptions {
-    OpenOptions { disposition, kind: Kind::Any, read: true, write: true }
+    OpenOptions {
+        disposition,
+        kind: Kind::Any,
+        read: true,
+        write: true,
+    }
 }
 
 fn open_status(fs: &PosixFs, path: &str, o: OpenOptions) -> NtStatus {
@@ -46,26 +61,53 @@ fn open_status(fs: &PosixFs, path: &str, o: OpenOptions) -> NtStatus {
 
 /// Every way of naming `path` must fail with `want`, and so must stat.
 fn assert_refused(fs: &PosixFs, path: &str, want: NtStatus) {
-    for d in [Disposition::Open, Disposition::OpenIf, Disposition::OverwriteIf, Disposition::Supersede] {
+    for d in [
+        Disposition::Open,
+        Disposition::OpenIf,
+        Disposition::OverwriteIf,
+        Disposition::Supersede,
+    ] {
         assert_eq!(open_status(fs, path, rw(d)), want, "{path} {d:?}");
     }
-    assert_eq!(open_status(fs, path, opts(Disposition::Open)), want, "{path} read");
-    assert_eq!(fs.stat_path(path).unwrap_err().status(), want, "{path} stat");
+    assert_eq!(
+        open_status(fs, path, opts(Disposition::Open)),
+        want,
+        "{path} read"
+    );
+    assert_eq!(
+        fs.stat_path(path).unwrap_err().status(),
+        want,
+        "{path} stat"
+    );
 }
 
 fn assert_untouched(f: &Fixture) {
     assert_eq!(fs::read(f.outside.join("secret")).unwrap(), b"top secret");
-    let names: Vec<_> = fs::read_dir(&f.outside).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = fs::read_dir(&f.outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["secret"]);
 }
 
 #[test]
 fn dotdot_components_are_invalid() {
     let f = fixture();
-    for p in ["..\\..\\etc\\passwd", "a\\..\\..\\x", "..", "a\\..", "..\\outside\\secret", ".", "a\\.\\f"] {
+    for p in [
+        "..\\..\\etc\\passwd",
+        "a\\..\\..\\x",
+        "..",
+        "a\\..",
+        "..\\outside\\secret",
+        ".",
+        "a\\.\\f",
+    ] {
         assert!(matches!(check_name(p), Err(FsError::InvalidName)), "{p}");
         assert_refused(&f.fs, p, NtStatus::OBJECT_NAME_INVALID);
-        assert_eq!(f.fs.unlink(p, false).unwrap_err().status(), NtStatus::OBJECT_NAME_INVALID);
+        assert_eq!(
+            f.fs.unlink(p, false).unwrap_err().status(),
+            NtStatus::OBJECT_NAME_INVALID
+        );
     }
     assert_untouched(&f);
 }
@@ -73,7 +115,16 @@ fn dotdot_components_are_invalid() {
 #[test]
 fn absolute_and_leading_separators_are_invalid() {
     let f = fixture();
-    for p in ["/etc/passwd", "\\etc\\passwd", "\\\\etc\\passwd", "/", "\\", "a/f", "a\\", "a\\\\f"] {
+    for p in [
+        "/etc/passwd",
+        "\\etc\\passwd",
+        "\\\\etc\\passwd",
+        "/",
+        "\\",
+        "a/f",
+        "a\\",
+        "a\\\\f",
+    ] {
         assert_refused(&f.fs, p, NtStatus::OBJECT_NAME_INVALID);
     }
     assert!(!f.share.join("etc").exists());
@@ -102,7 +153,11 @@ fn win32_prefixes_streams_and_wildcards_are_invalid() {
     ] {
         assert_refused(&f.fs, p, NtStatus::OBJECT_NAME_INVALID);
     }
-    assert_eq!(fs::read_dir(&f.share).unwrap().count(), 1, "nothing created");
+    assert_eq!(
+        fs::read_dir(&f.share).unwrap().count(),
+        1,
+        "nothing created"
+    );
 }
 
 #[test]
@@ -127,7 +182,9 @@ fn overlong_names_are_invalid() {
     assert!(long_path.len() > 4096);
     assert_refused(&f.fs, &long_path, NtStatus::OBJECT_NAME_INVALID);
     // 255 bytes is fine.
-    let (_, a) = f.fs.open(&"y".repeat(255), &rw(Disposition::Create)).unwrap();
+    let (_, a) =
+        f.fs.open(&"y".repeat(255), &rw(Disposition::Create))
+            .unwrap();
     assert_eq!(a, smbq_vfs::CreateAction::Created);
 }
 
@@ -139,9 +196,15 @@ fn symlink_to_root_dir_is_refused() {
     assert_refused(&f.fs, "root\\etc\\passwd", NtStatus::ACCESS_DENIED);
     assert_refused(&f.fs, "root\\tmp\\new", NtStatus::ACCESS_DENIED);
     assert_eq!(
-        f.fs.open("root\\tmp\\x", &OpenOptions { kind: Kind::Directory, ..rw(Disposition::Create) })
-            .unwrap_err()
-            .status(),
+        f.fs.open(
+            "root\\tmp\\x",
+            &OpenOptions {
+                kind: Kind::Directory,
+                ..rw(Disposition::Create)
+            }
+        )
+        .unwrap_err()
+        .status(),
         NtStatus::ACCESS_DENIED
     );
 }
@@ -166,11 +229,23 @@ fn symlink_to_outside_dir_does_not_reach_children() {
     symlink("../outside", f.share.join("relout")).unwrap();
     for p in ["out\\secret", "relout\\secret", "out\\new", "relout\\new"] {
         assert_refused(&f.fs, p, NtStatus::ACCESS_DENIED);
-        let dir = OpenOptions { kind: Kind::Directory, ..rw(Disposition::Create) };
+        let dir = OpenOptions {
+            kind: Kind::Directory,
+            ..rw(Disposition::Create)
+        };
         assert_eq!(open_status(&f.fs, p, dir), NtStatus::ACCESS_DENIED);
-        assert_eq!(f.fs.unlink(p, false).unwrap_err().status(), NtStatus::ACCESS_DENIED);
-        assert_eq!(f.fs.rename("a\\f", p, true).unwrap_err().status(), NtStatus::ACCESS_DENIED);
-        assert_eq!(f.fs.rename(p, "stolen", true).unwrap_err().status(), NtStatus::ACCESS_DENIED);
+        assert_eq!(
+            f.fs.unlink(p, false).unwrap_err().status(),
+            NtStatus::ACCESS_DENIED
+        );
+        assert_eq!(
+            f.fs.rename("a\\f", p, true).unwrap_err().status(),
+            NtStatus::ACCESS_DENIED
+        );
+        assert_eq!(
+            f.fs.rename(p, "stolen", true).unwrap_err().status(),
+            NtStatus::ACCESS_DENIED
+        );
     }
     assert_untouched(&f);
     assert!(f.share.join("a").join("f").exists());
@@ -181,9 +256,17 @@ fn symlink_to_outside_dir_does_not_reach_children() {
 fn rename_cannot_target_outside() {
     let f = fixture();
     for to in ["..\\outside\\x", "\\x", "/tmp/x", "a\\..\\..\\x"] {
-        assert_eq!(f.fs.rename("a\\f", to, true).unwrap_err().status(), NtStatus::OBJECT_NAME_INVALID);
+        assert_eq!(
+            f.fs.rename("a\\f", to, true).unwrap_err().status(),
+            NtStatus::OBJECT_NAME_INVALID
+        );
     }
-    assert_eq!(f.fs.rename("..\\outside\\secret", "x", true).unwrap_err().status(), NtStatus::OBJECT_NAME_INVALID);
+    assert_eq!(
+        f.fs.rename("..\\outside\\secret", "x", true)
+            .unwrap_err()
+            .status(),
+        NtStatus::OBJECT_NAME_INVALID
+    );
     assert!(f.share.join("a").join("f").exists());
     assert_untouched(&f);
 }
@@ -206,7 +289,10 @@ fn unlink_and_rename_act_on_the_link_itself() {
     symlink(&f.outside, f.share.join("out")).unwrap();
     symlink(f.outside.join("secret"), f.share.join("sec")).unwrap();
     f.fs.rename("sec", "sec2", false).unwrap();
-    assert!(fs::symlink_metadata(f.share.join("sec2")).unwrap().file_type().is_symlink());
+    assert!(fs::symlink_metadata(f.share.join("sec2"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
     f.fs.unlink("sec2", false).unwrap();
     f.fs.unlink("out", true).unwrap();
     assert!(!f.share.join("out").exists());
@@ -230,13 +316,21 @@ fn read_only_share_refuses_changes() {
     let ro = PosixFs::new(&f.share, true).unwrap();
     assert!(ro.read_only());
     let wp = NtStatus::MEDIA_WRITE_PROTECTED;
-    for d in [Disposition::Create, Disposition::Supersede, Disposition::Overwrite, Disposition::OverwriteIf] {
+    for d in [
+        Disposition::Create,
+        Disposition::Supersede,
+        Disposition::Overwrite,
+        Disposition::OverwriteIf,
+    ] {
         assert_eq!(open_status(&ro, "a\\f", opts(d)), wp, "{d:?}");
         assert_eq!(open_status(&ro, "new", opts(d)), wp, "{d:?}");
     }
     assert_eq!(open_status(&ro, "a\\f", rw(Disposition::Open)), wp);
     assert_eq!(open_status(&ro, "new", opts(Disposition::OpenIf)), wp);
-    let dir = OpenOptions { kind: Kind::Directory, ..opts(Disposition::OpenIf) };
+    let dir = OpenOptions {
+        kind: Kind::Directory,
+        ..opts(Disposition::OpenIf)
+    };
     assert_eq!(open_status(&ro, "newdir", dir), wp);
     assert_eq!(ro.unlink("a\\f", false).unwrap_err().status(), wp);
     assert_eq!(ro.rename("a\\f", "g", true).unwrap_err().status(), wp);
@@ -250,7 +344,10 @@ fn read_only_share_refuses_changes() {
     assert_eq!(h.set_len(0).unwrap_err().status(), wp);
     assert_eq!(h.set_allocation(0).unwrap_err().status(), wp);
     assert_eq!(h.set_readonly(true).unwrap_err().status(), wp);
-    let t = smbq_vfs::SetTimes { last_access_time: Some(1), last_write_time: None };
+    let t = smbq_vfs::SetTimes {
+        last_access_time: Some(1),
+        last_write_time: None,
+    };
     assert_eq!(h.set_times(&t).unwrap_err().status(), wp);
     assert_eq!(fs::read(f.share.join("a").join("f")).unwrap(), b"inside");
     assert!(!f.share.join("new").exists() && !f.share.join("newdir").exists());
@@ -259,9 +356,18 @@ fn read_only_share_refuses_changes() {
 #[test]
 fn root_cannot_be_deleted_or_renamed() {
     let f = fixture();
-    assert_eq!(f.fs.unlink("", true).unwrap_err().status(), NtStatus::ACCESS_DENIED);
-    assert_eq!(f.fs.rename("", "x", false).unwrap_err().status(), NtStatus::ACCESS_DENIED);
-    assert_eq!(f.fs.rename("a", "", true).unwrap_err().status(), NtStatus::ACCESS_DENIED);
+    assert_eq!(
+        f.fs.unlink("", true).unwrap_err().status(),
+        NtStatus::ACCESS_DENIED
+    );
+    assert_eq!(
+        f.fs.rename("", "x", false).unwrap_err().status(),
+        NtStatus::ACCESS_DENIED
+    );
+    assert_eq!(
+        f.fs.rename("a", "", true).unwrap_err().status(),
+        NtStatus::ACCESS_DENIED
+    );
     assert!(Path::new(&f.share).is_dir());
 }
 
@@ -288,5 +394,52 @@ fn read_dir_of_root_never_looks_outside() {
     let (h, _) = f.fs.open("a\\top", &opts(Disposition::Open)).unwrap();
     assert!(h.is_dir);
     let list = h.read_dir().unwrap();
-    assert_eq!((list[0].stat.file_id, list[1].stat.file_id), (root.file_id, root.file_id));
+    assert_eq!(
+        (list[0].stat.file_id, list[1].stat.file_id),
+        (root.file_id, root.file_id)
+    );
+}
+
+#[test]
+fn symlink_loops_are_not_found() {
+    let f = fixture();
+    symlink("loop2", f.share.join("loop1")).unwrap();
+    symlink("loop1", f.share.join("loop2")).unwrap();
+    assert_refused(&f.fs, "loop1", NtStatus::OBJECT_NAME_NOT_FOUND);
+    assert_refused(&f.fs, "loop1\\x", NtStatus::OBJECT_NAME_NOT_FOUND);
+}
+
+#[test]
+fn magic_links_are_not_followed() {
+    // A share that contains /proc magic links (RESOLVE_NO_MAGICLINKS).
+    let fs = PosixFs::new(Path::new("/proc/self"), true).unwrap();
+    for p in ["root\\etc\\passwd", "cwd", "exe", "fd\\0"] {
+        let s = open_status(&fs, p, opts(Disposition::Open));
+        assert!(
+            s == NtStatus::OBJECT_NAME_NOT_FOUND || s == NtStatus::ACCESS_DENIED,
+            "{p}: {s:?}"
+        );
+    }
+}
+
+#[test]
+fn creating_through_an_inside_symlink_stays_inside() {
+    let f = fixture();
+    symlink("a", f.share.join("ln")).unwrap();
+    let (h, _) = f.fs.open("ln\\new", &rw(Disposition::Create)).unwrap();
+    h.write_at(b"n", 0).unwrap();
+    assert_eq!(fs::read(f.share.join("a").join("new")).unwrap(), b"n");
+    let dir = OpenOptions {
+        kind: Kind::Directory,
+        ..rw(Disposition::Create)
+    };
+    f.fs.open("ln\\sub", &dir).unwrap();
+    assert!(f.share.join("a").join("sub").is_dir());
+}
+
+#[test]
+fn shares_and_handles_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<PosixFs>();
+    send_sync::<smbq_vfs::Handle>();
 }

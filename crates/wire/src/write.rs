@@ -1,1 +1,129 @@
-//! TODO: filled in by its owner.
+//! WRITE request and response (MS-SMB2 2.2.21, 2.2.22).
+
+use crate::header::HEADER_LEN;
+use crate::reader::{at, Put, Reader};
+use crate::{check_structure_size, DecodeError, FileId};
+
+pub const REQUEST_SIZE: u16 = 49;
+pub const RESPONSE_SIZE: u16 = 17;
+/// SMB2_WRITEFLAG_WRITE_THROUGH.
+pub const WRITE_THROUGH: u32 = 0x0000_0001;
+/// Offset meaning "at the end of the file" (MS-FSA 2.1.5.3).
+pub const END_OF_FILE: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteRequest<'a> {
+    pub offset: u64,
+    pub file_id: FileId,
+    pub channel: u32,
+    pub remaining_bytes: u32,
+    pub flags: u32,
+    /// The payload, borrowed from the message.
+    pub data: &'a [u8],
+}
+
+impl<'a> WriteRequest<'a> {
+    /// DataOffset/Length must lie inside this element (MS-SMB2 3.3.5.13).
+    pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
+        let body = msg.get(HEADER_LEN..).ok_or(DecodeError::Truncated)?;
+        check_structure_size(body, REQUEST_SIZE)?;
+        let mut r = Reader::new(body);
+        r.skip(2)?;
+        let data_off = r.u16()? as usize;
+        let len = r.u32()? as usize;
+        let offset = r.u64()?;
+        let file_id = FileId::decode(&mut r)?;
+        let channel = r.u32()?;
+        let remaining_bytes = r.u32()?;
+        let info_off = r.u16()? as usize;
+        let info_len = r.u16()? as usize;
+        let flags = r.u32()?;
+        if len > 0 && data_off < HEADER_LEN + 48 {
+            return Err(DecodeError::OutOfBounds);
+        }
+        at(msg, info_off, info_len)?;
+        let data = at(msg, data_off, len)?;
+        Ok(WriteRequest { offset, file_id, channel, remaining_bytes, flags, data })
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.u16(REQUEST_SIZE);
+        out.u16((HEADER_LEN + 48) as u16);
+        out.u32(self.data.len() as u32);
+        out.u64(self.offset);
+        self.file_id.encode(out);
+        out.u32(self.channel);
+        out.u32(self.remaining_bytes);
+        out.u16(0);
+        out.u16(0);
+        out.u32(self.flags);
+        out.bytes(self.data);
+        if self.data.is_empty() {
+            out.u8(0);
+        }
+    }
+}
+
+pub fn encode_response(out: &mut Vec<u8>, count: u32) {
+    out.u16(RESPONSE_SIZE);
+    out.u16(0);
+    out.u32(count);
+    out.u32(0); // Remaining
+    out.u16(0); // WriteChannelInfoOffset
+    out.u16(0); // WriteChannelInfoLength
+}
+
+/// Count from a WRITE response element (for our client and tests).
+pub fn decode_response(msg: &[u8]) -> Result<u32, DecodeError> {
+    let body = msg.get(HEADER_LEN..).ok_or(DecodeError::Truncated)?;
+    check_structure_size(body, RESPONSE_SIZE)?;
+    let mut r = Reader::new(body);
+    r.skip(4)?;
+    r.u32()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let req = WriteRequest {
+            offset: 4096,
+            file_id: FileId { persistent: 1, volatile: 1 },
+            channel: 0,
+            remaining_bytes: 0,
+            flags: WRITE_THROUGH,
+            data: b"payload",
+        };
+        let mut m = vec![0u8; HEADER_LEN];
+        req.encode(&mut m);
+        assert_eq!(WriteRequest::decode(&m).unwrap(), req);
+        let empty = WriteRequest { data: &[], ..req };
+        let mut m0 = vec![0u8; HEADER_LEN];
+        empty.encode(&mut m0);
+        assert_eq!(WriteRequest::decode(&m0).unwrap(), empty);
+
+        let mut r = vec![0u8; HEADER_LEN];
+        encode_response(&mut r, 7);
+        assert_eq!(r.len(), HEADER_LEN + 16);
+        assert_eq!(decode_response(&r).unwrap(), 7);
+    }
+
+    #[test]
+    fn data_stays_inside_the_element() {
+        let req = WriteRequest { offset: 0, file_id: FileId::default(), channel: 0, remaining_bytes: 0, flags: 0, data: b"abcd" };
+        let mut m = vec![0u8; HEADER_LEN];
+        req.encode(&mut m);
+        let mut long = m.clone();
+        long[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&5u32.to_le_bytes());
+        assert_eq!(WriteRequest::decode(&long), Err(DecodeError::OutOfBounds));
+        let mut huge = m.clone();
+        huge[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(WriteRequest::decode(&huge), Err(DecodeError::OutOfBounds));
+        // DataOffset pointing into the fixed part.
+        let mut low = m.clone();
+        low[HEADER_LEN + 2..HEADER_LEN + 4].copy_from_slice(&64u16.to_le_bytes());
+        assert_eq!(WriteRequest::decode(&low), Err(DecodeError::OutOfBounds));
+    }
+}

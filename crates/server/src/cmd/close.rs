@@ -4,10 +4,39 @@
 use crate::connection::ConnState;
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{Open, OpenKind};
+use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
 use smbq_wire::NtStatus;
 
-pub fn handle(_ctx: &mut Ctx<'_>, _req: &Req<'_>) -> HResult {
-    Err(NtStatus::NOT_SUPPORTED)
+/// Handle an SMB2 CLOSE (MS-SMB2 3.3.5.10).
+pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    let r = CloseRequest::decode(req.msg).map_err(NtStatus::from)?;
+    let fid = ctx.resolve(r.file_id)?;
+    let mut resp = CloseResponse::default();
+    //= MS-SMB2 3.3.5.10
+    //# If the Flags field of the request is SMB2_CLOSE_FLAG_POSTQUERY_ATTRIB,
+    //# the server MUST set the CreationTime, LastAccessTime, LastWriteTime,
+    //# ChangeTime, AllocationSize, EndofFile, and FileAttributes fields [...]
+    //# Otherwise, the server MUST set these fields to 0.
+    if r.flags & POSTQUERY_ATTRIB != 0 {
+        let o = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+        let m = match o.handle() {
+            Some(h) => super::create::meta(&h.stat().map_err(NtStatus::from)?),
+            None => super::create::pipe_meta(),
+        };
+        resp = CloseResponse {
+            flags: POSTQUERY_ATTRIB,
+            creation_time: m.creation_time,
+            last_access_time: m.last_access_time,
+            last_write_time: m.last_write_time,
+            change_time: m.change_time,
+            allocation_size: m.allocation_size,
+            end_of_file: m.end_of_file,
+            file_attributes: m.attributes,
+        };
+    }
+    close_open(ctx.conn, fid.volatile);
+    resp.encode(ctx.out);
+    Ok(NtStatus::SUCCESS)
 }
 
 /// Forget an open: release it from the global file table and, when it was

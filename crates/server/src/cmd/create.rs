@@ -1,8 +1,467 @@
-//! CREATE — to be implemented.
+//! CREATE (MS-SMB2 2.2.13, 2.2.14; processing 3.3.5.9): open or create a
+//! file or directory on a disk share, or a named pipe on IPC$. Also the
+//! access-mask and share-mode rules the other file commands reuse.
 
 use crate::dispatch::{Ctx, HResult, Req};
-use smbq_wire::NtStatus;
+use crate::files::OpenRef;
+use crate::open::{access, Open, OpenKind};
+use crate::server::{Share, ShareKind};
+use smbq_vfs::{CreateAction, Disposition, FileStat, Kind, OpenOptions, PosixFs};
+use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_data, options, share, CreateRequest, CreateResponse};
+use smbq_wire::fscc::{attr, FileMeta};
+use smbq_wire::{FileId, NtStatus};
+use std::sync::Arc;
 
-pub fn handle(_ctx: &mut Ctx<'_>, _req: &Req<'_>) -> HResult {
-    Err(NtStatus::NOT_SUPPORTED)
+/// FILE_GENERIC_READ / WRITE / EXECUTE (MS-SMB2 2.2.13.1.1 generic mapping).
+const FILE_GENERIC_READ: u32 = 0x0012_0089;
+const FILE_GENERIC_WRITE: u32 = 0x0012_0116;
+const FILE_GENERIC_EXECUTE: u32 = 0x0012_00A0;
+/// DesiredAccess bits that are reserved (MS-SMB2 3.3.5.9).
+const RESERVED_ACCESS: u32 = 0x0CE0_FE00;
+/// Access that reads data / writes data: what share modes govern, with DELETE.
+pub const READ_ACCESS: u32 = access::FILE_READ_DATA | access::FILE_EXECUTE;
+pub const WRITE_ACCESS: u32 = access::FILE_WRITE_DATA | access::FILE_APPEND_DATA;
+/// Everything that modifies the file or its metadata (refused on read-only shares).
+const MODIFY_ACCESS: u32 = WRITE_ACCESS
+    | access::FILE_WRITE_EA
+    | access::FILE_WRITE_ATTRIBUTES
+    | access::FILE_DELETE_CHILD
+    | access::DELETE
+    | access::WRITE_DAC
+    | access::WRITE_OWNER;
+/// CreateOptions bits Windows answers with STATUS_NOT_SUPPORTED
+/// (FILE_CREATE_TREE_CONNECTION, FILE_OPEN_BY_FILE_ID, FILE_RESERVE_OPFILTER).
+const NOT_SUPPORTED_OPTIONS: u32 = options::CREATE_TREE_CONNECTION | options::OPEN_BY_FILE_ID | options::RESERVE_OPFILTER;
+/// CreateOptions bits above the defined ones.
+const RESERVED_OPTIONS: u32 = 0xFF00_0000;
+/// The mode bits of CreateOptions FileModeInformation reports (MS-FSCC 2.4.26).
+pub const MODE_OPTIONS: u32 = 0x0000_103E;
+
+/// Expand GENERIC_* and MAXIMUM_ALLOWED (MS-SMB2 2.2.13.1.1) into the
+/// specific rights; MAXIMUM_ALLOWED grants `maximal`.
+pub fn map_access(desired: u32, maximal: u32) -> u32 {
+    let generic = access::GENERIC_READ | access::GENERIC_WRITE | access::GENERIC_EXECUTE | access::GENERIC_ALL;
+    let mut a = desired & !(generic | access::MAXIMUM_ALLOWED);
+    if desired & access::GENERIC_READ != 0 {
+        a |= FILE_GENERIC_READ;
+    }
+    if desired & access::GENERIC_WRITE != 0 {
+        a |= FILE_GENERIC_WRITE;
+    }
+    if desired & access::GENERIC_EXECUTE != 0 {
+        a |= FILE_GENERIC_EXECUTE;
+    }
+    if desired & access::GENERIC_ALL != 0 {
+        a |= access::FILE_ALL;
+    }
+    if desired & access::MAXIMUM_ALLOWED != 0 {
+        a |= maximal;
+    }
+    a
+}
+
+/// Whether a new open with `access`/`share_access` conflicts with the
+/// existing opens of the file (the share-mode check of MS-FSA 2.1.5.1.2,
+/// IoCheckShareAccess): only read/execute, write/append and delete access
+/// take part, on both sides.
+pub fn share_conflict(existing: &[OpenRef], access: u32, share_access: u32) -> bool {
+    let governed = |a: u32| a & (READ_ACCESS | WRITE_ACCESS | access::DELETE) != 0;
+    if !governed(access) {
+        return false;
+    }
+    existing.iter().filter(|o| governed(o.access)).any(|o| {
+        let denies = |a: u32, shares: u32| {
+            (a & READ_ACCESS != 0 && shares & share::READ == 0)
+                || (a & WRITE_ACCESS != 0 && shares & share::WRITE == 0)
+                || (a & access::DELETE != 0 && shares & share::DELETE == 0)
+        };
+        denies(access, o.share_access) || denies(o.access, share_access)
+    })
+}
+
+/// vfs metadata in the form the FSCC encoders take.
+pub fn meta(st: &FileStat) -> FileMeta {
+    FileMeta {
+        file_id: st.file_id,
+        end_of_file: if st.is_dir { 0 } else { st.size },
+        allocation_size: if st.is_dir { 0 } else { st.allocation_size },
+        creation_time: st.creation_time,
+        last_access_time: st.last_access_time,
+        last_write_time: st.last_write_time,
+        change_time: st.change_time,
+        attributes: st.attributes,
+        nlink: st.nlink,
+        directory: st.is_dir,
+    }
+}
+
+/// What a named pipe reports about itself.
+pub fn pipe_meta() -> FileMeta {
+    FileMeta { attributes: attr::NORMAL, nlink: 1, allocation_size: 4096, ..FileMeta::default() }
+}
+
+/// A share-relative SMB path without its one leading separator.
+pub fn share_path(name: &str) -> &str {
+    name.strip_prefix('\\').unwrap_or(name)
+}
+
+/// The request-level checks of MS-SMB2 3.3.5.9 that need no file.
+fn validate(r: &CreateRequest<'_>) -> Result<(), NtStatus> {
+    //= MS-SMB2 3.3.5.9
+    //# If the ImpersonationLevel in the request is not one of the values
+    //# specified in section 2.2.13, the server MUST fail the request with
+    //# STATUS_BAD_IMPERSONATION_LEVEL.
+    if r.impersonation_level > 3 {
+        return Err(NtStatus::BAD_IMPERSONATION_LEVEL);
+    }
+    if r.options & RESERVED_OPTIONS != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if r.options & NOT_SUPPORTED_OPTIONS != 0 {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if r.options & options::DIRECTORY_FILE != 0 && r.options & options::NON_DIRECTORY_FILE != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if r.disposition > disposition::OVERWRITE_IF {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if r.file_attributes & !attr::VALID_SET != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if r.share_access & !(share::READ | share::WRITE | share::DELETE) != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    //= MS-SMB2 3.3.5.9
+    //# the server MUST fail the request with STATUS_ACCESS_DENIED if any
+    //# reserved bits of DesiredAccess are set
+    if r.desired_access & RESERVED_ACCESS != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if r.desired_access & access::ACCESS_SYSTEM_SECURITY != 0 {
+        return Err(NtStatus::PRIVILEGE_NOT_HELD);
+    }
+    Ok(())
+}
+
+fn vfs_disposition(d: u32) -> Disposition {
+    match d {
+        disposition::SUPERSEDE => Disposition::Supersede,
+        disposition::OPEN => Disposition::Open,
+        disposition::CREATE => Disposition::Create,
+        disposition::OPEN_IF => Disposition::OpenIf,
+        disposition::OVERWRITE => Disposition::Overwrite,
+        _ => Disposition::OverwriteIf,
+    }
+}
+
+/// Handle an SMB2 CREATE (MS-SMB2 3.3.5.9).
+pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    let r = CreateRequest::decode(req.msg).map_err(NtStatus::from)?;
+    validate(&r)?;
+    let tree = ctx.tree()?;
+    let (share, maximal) = (Arc::clone(&tree.share), tree.maximal_access);
+    if ctx.conn.opens.len() >= ctx.conn.server.config.limits.max_opens_per_connection {
+        return Err(NtStatus::INSUFFICIENT_RESOURCES);
+    }
+    let granted = map_access(r.desired_access, maximal);
+    if granted & !maximal != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let name = share_path(&r.name);
+    match &share.kind {
+        ShareKind::Ipc => open_pipe(ctx, &r, name, granted, Arc::clone(&share)),
+        ShareKind::Disk(fs) => open_file(ctx, &r, name, granted, maximal, fs, Arc::clone(&share)),
+    }
+}
+
+fn open_pipe(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, name: &str, granted: u32, share: Arc<Share>) -> HResult {
+    let pipe = crate::rpc::Pipe::open(name, &ctx.conn.server)?;
+    let fid = new_file_id(ctx);
+    let open = Open {
+        file_id: fid,
+        session_id: ctx.session_id,
+        tree_id: ctx.tree_id,
+        share,
+        kind: OpenKind::Pipe(pipe),
+        path: name.to_string(),
+        access: granted,
+        share_access: r.share_access,
+        create_options: r.options,
+        file_key: 0,
+        delete_on_close: false,
+        dir: None,
+        lock_sequences: [0; 65],
+    };
+    ctx.conn.opens.insert(fid.volatile, open);
+    ctx.related_file_id = Some(fid);
+    let m = pipe_meta();
+    let resp = response(&m, CreateAction::Opened, fid);
+    let header_start = ctx.header_start;
+    resp.encode(ctx.out, header_start, &[]);
+    Ok(NtStatus::SUCCESS)
+}
+
+fn new_file_id(ctx: &mut Ctx<'_>) -> FileId {
+    let v = ctx.conn.volatile_id();
+    FileId { persistent: v, volatile: v }
+}
+
+fn response(m: &FileMeta, action: CreateAction, file_id: FileId) -> CreateResponse {
+    CreateResponse {
+        oplock_level: 0,
+        create_action: action as u32,
+        creation_time: m.creation_time,
+        last_access_time: m.last_access_time,
+        last_write_time: m.last_write_time,
+        change_time: m.change_time,
+        allocation_size: m.allocation_size,
+        end_of_file: m.end_of_file,
+        file_attributes: m.attributes,
+        file_id,
+    }
+}
+
+/// The checks that need the existing file, made before opening so a
+/// refused overwrite truncates nothing.
+fn check_existing(st: &FileStat, entry: Option<&crate::files::FileEntry>, r: &CreateRequest<'_>, granted: u32) -> Result<(), NtStatus> {
+    if let Some(e) = entry {
+        if e.delete_pending {
+            return Err(NtStatus::DELETE_PENDING);
+        }
+        if share_conflict(&e.opens, granted, r.share_access) {
+            return Err(NtStatus::SHARING_VIOLATION);
+        }
+    }
+    if st.attributes & attr::READONLY != 0 && !st.is_dir {
+        if r.options & options::DELETE_ON_CLOSE != 0 {
+            return Err(NtStatus::CANNOT_DELETE);
+        }
+        let overwrite = matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF);
+        if granted & WRITE_ACCESS != 0 || overwrite {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn open_file(
+    ctx: &mut Ctx<'_>,
+    r: &CreateRequest<'_>,
+    name: &str,
+    mut granted: u32,
+    mut maximal: u32,
+    fs: &PosixFs,
+    share: Arc<Share>,
+) -> HResult {
+    smbq_vfs::check_name(name).map_err(NtStatus::from)?;
+    let doc = r.options & options::DELETE_ON_CLOSE != 0;
+    //= MS-SMB2 3.3.5.9
+    //# If the CreateOptions field includes FILE_DELETE_ON_CLOSE and
+    //# DesiredAccess does not include DELETE, the server MUST fail the
+    //# request with STATUS_ACCESS_DENIED.
+    if doc && granted & access::DELETE == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if doc && r.file_attributes & attr::READONLY != 0 {
+        return Err(NtStatus::CANNOT_DELETE);
+    }
+    if r.disposition != disposition::CREATE {
+        if let Ok(st) = fs.stat_path(name) {
+            if st.attributes & attr::READONLY != 0 && !st.is_dir {
+                // MAXIMUM_ALLOWED on a read-only file grants no data writes.
+                maximal &= !WRITE_ACCESS;
+                if r.desired_access & access::MAXIMUM_ALLOWED != 0 && r.desired_access & (access::GENERIC_WRITE | access::GENERIC_ALL) == 0 {
+                    granted &= !(WRITE_ACCESS & !r.desired_access);
+                }
+            }
+            let files = ctx.conn.server.lock_files();
+            check_existing(&st, files.files.get(&st.file_id), r, granted)?;
+        }
+    }
+    let kind = if r.options & options::DIRECTORY_FILE != 0 {
+        Kind::Directory
+    } else if r.options & options::NON_DIRECTORY_FILE != 0 {
+        Kind::NonDirectory
+    } else {
+        Kind::Any
+    };
+    let opts = OpenOptions {
+        disposition: vfs_disposition(r.disposition),
+        kind,
+        read: granted & READ_ACCESS != 0,
+        write: granted & WRITE_ACCESS != 0,
+    };
+    let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
+    let mut st = h.stat().map_err(NtStatus::from)?;
+    if action == CreateAction::Created && r.file_attributes & attr::READONLY != 0 && !st.is_dir {
+        h.set_readonly(true).map_err(NtStatus::from)?;
+        st.attributes |= attr::READONLY;
+    }
+
+    let fid = new_file_id(ctx);
+    let conn_id = ctx.conn.id;
+    {
+        let mut files = ctx.conn.server.lock_files();
+        let entry = files.entry(st.file_id);
+        // Someone may have opened the file between the check and the open.
+        let recheck = if entry.delete_pending {
+            Err(NtStatus::DELETE_PENDING)
+        } else if share_conflict(&entry.opens, granted, r.share_access) {
+            Err(NtStatus::SHARING_VIOLATION)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = recheck {
+            if entry.opens.is_empty() {
+                files.files.remove(&st.file_id);
+            }
+            return Err(e);
+        }
+        entry.opens.push(OpenRef {
+            owner: crate::files::OpenOwner { connection: conn_id, volatile: fid.volatile },
+            access: granted,
+            share_access: r.share_access,
+        });
+    }
+    let m = meta(&st);
+    let mut contexts: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    if r.context(ctx_name::MAXIMAL_ACCESS).is_some() {
+        contexts.push((ctx_name::MAXIMAL_ACCESS, maximal_access_data(0, maximal).to_vec()));
+    }
+    if r.context(ctx_name::QUERY_ON_DISK_ID).is_some() {
+        let volume = fs.stat_fs().map(|s| u64::from(s.serial)).unwrap_or(0);
+        contexts.push((ctx_name::QUERY_ON_DISK_ID, on_disk_id_data(st.file_id, volume).to_vec()));
+    }
+    let path = h.path.clone();
+    let open = Open {
+        file_id: fid,
+        session_id: ctx.session_id,
+        tree_id: ctx.tree_id,
+        share,
+        kind: OpenKind::File(h),
+        path,
+        access: granted,
+        share_access: r.share_access,
+        create_options: r.options,
+        file_key: st.file_id,
+        delete_on_close: r.options & options::DELETE_ON_CLOSE != 0,
+        dir: None,
+        lock_sequences: [0; 65],
+    };
+    ctx.conn.opens.insert(fid.volatile, open);
+    ctx.related_file_id = Some(fid);
+    let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+    let header_start = ctx.header_start;
+    response(&m, action, fid).encode(ctx.out, header_start, &list);
+    Ok(NtStatus::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::OpenOwner;
+    use access::*;
+
+    fn open(access: u32, share_access: u32) -> OpenRef {
+        OpenRef { owner: OpenOwner { connection: 1, volatile: 1 }, access, share_access }
+    }
+
+    const ALL_SHARE: u32 = share::READ | share::WRITE | share::DELETE;
+
+    #[test]
+    fn generic_access_is_mapped() {
+        assert_eq!(map_access(GENERIC_READ, FILE_ALL), FILE_GENERIC_READ);
+        assert_eq!(map_access(GENERIC_WRITE, FILE_ALL), FILE_GENERIC_WRITE);
+        assert_eq!(map_access(GENERIC_EXECUTE, FILE_ALL), FILE_GENERIC_EXECUTE);
+        assert_eq!(map_access(GENERIC_ALL, FILE_ALL), FILE_ALL);
+        assert_eq!(map_access(GENERIC_READ | GENERIC_WRITE | DELETE, FILE_ALL), 0x0013_019F);
+        assert_eq!(map_access(MAXIMUM_ALLOWED, 0x0012_00A9), 0x0012_00A9);
+        assert_eq!(map_access(MAXIMUM_ALLOWED | FILE_READ_ATTRIBUTES, FILE_ALL), FILE_ALL);
+        assert_eq!(map_access(FILE_READ_DATA, FILE_ALL), FILE_READ_DATA);
+        assert_eq!(map_access(0, FILE_ALL), 0);
+    }
+
+    #[test]
+    fn share_modes() {
+        // Readers sharing read coexist; a writer needs everyone to share write.
+        assert!(!share_conflict(&[open(FILE_READ_DATA, share::READ)], FILE_READ_DATA, share::READ));
+        assert!(share_conflict(&[open(FILE_READ_DATA, share::READ)], FILE_WRITE_DATA, ALL_SHARE));
+        assert!(!share_conflict(&[open(FILE_READ_DATA, share::READ | share::WRITE)], FILE_WRITE_DATA, ALL_SHARE));
+        // The new open must share what the existing ones already hold.
+        assert!(share_conflict(&[open(FILE_WRITE_DATA, ALL_SHARE)], FILE_READ_DATA, share::READ));
+        assert!(share_conflict(&[open(FILE_APPEND_DATA, ALL_SHARE)], FILE_READ_DATA, share::READ | share::DELETE));
+        assert!(share_conflict(&[open(FILE_EXECUTE, ALL_SHARE)], FILE_READ_DATA, share::WRITE));
+        // DELETE needs SHARE_DELETE both ways.
+        assert!(share_conflict(&[open(FILE_READ_DATA, share::READ)], DELETE, ALL_SHARE));
+        assert!(!share_conflict(&[open(FILE_READ_DATA, share::READ | share::DELETE)], DELETE, ALL_SHARE));
+        assert!(share_conflict(&[open(DELETE, ALL_SHARE)], FILE_READ_DATA, share::READ));
+        // Attribute-only opens take no part, on either side.
+        assert!(!share_conflict(&[open(FILE_READ_DATA, 0)], FILE_READ_ATTRIBUTES | SYNCHRONIZE, 0));
+        assert!(!share_conflict(&[open(FILE_READ_ATTRIBUTES, 0)], FILE_ALL, 0));
+        // Share mode 0 with data access excludes every other data open.
+        assert!(share_conflict(&[open(FILE_READ_DATA, 0)], FILE_READ_DATA, ALL_SHARE));
+        assert!(share_conflict(&[open(FILE_READ_ATTRIBUTES, 0), open(FILE_READ_DATA, ALL_SHARE)], FILE_READ_DATA, 0));
+        assert!(!share_conflict(&[], FILE_ALL, 0));
+    }
+
+    fn req(desired: u32, disp: u32, opts: u32) -> CreateRequest<'static> {
+        CreateRequest {
+            oplock_level: 0,
+            impersonation_level: 2,
+            desired_access: desired,
+            file_attributes: 0,
+            share_access: 0,
+            disposition: disp,
+            options: opts,
+            name: String::new(),
+            contexts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn request_validation() {
+        assert_eq!(validate(&req(FILE_READ_DATA, 1, 0)), Ok(()));
+        assert_eq!(validate(&CreateRequest { impersonation_level: 4, ..req(1, 1, 0) }), Err(NtStatus::BAD_IMPERSONATION_LEVEL));
+        assert_eq!(validate(&req(1, 6, 0)), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(validate(&req(1, 1, options::DIRECTORY_FILE | options::NON_DIRECTORY_FILE)), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(validate(&req(1, 1, options::OPEN_BY_FILE_ID)), Err(NtStatus::NOT_SUPPORTED));
+        assert_eq!(validate(&req(1, 1, options::RESERVE_OPFILTER)), Err(NtStatus::NOT_SUPPORTED));
+        assert_eq!(validate(&req(1, 1, 0x0100_0000)), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(validate(&req(0x0000_0200, 1, 0)), Err(NtStatus::ACCESS_DENIED));
+        assert_eq!(validate(&req(ACCESS_SYSTEM_SECURITY, 1, 0)), Err(NtStatus::PRIVILEGE_NOT_HELD));
+        assert_eq!(validate(&CreateRequest { file_attributes: 0x8, ..req(1, 1, 0) }), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(validate(&CreateRequest { share_access: 8, ..req(1, 1, 0) }), Err(NtStatus::INVALID_PARAMETER));
+    }
+
+    #[test]
+    fn existing_file_checks() {
+        let st = FileStat { attributes: attr::ARCHIVE, ..FileStat::default() };
+        let ro = FileStat { attributes: attr::READONLY, ..FileStat::default() };
+        let r = req(FILE_READ_DATA, 1, 0);
+        assert_eq!(check_existing(&st, None, &r, FILE_READ_DATA), Ok(()));
+        assert_eq!(check_existing(&ro, None, &r, FILE_READ_DATA), Ok(()));
+        assert_eq!(check_existing(&ro, None, &r, FILE_WRITE_DATA), Err(NtStatus::ACCESS_DENIED));
+        assert_eq!(check_existing(&ro, None, &req(FILE_READ_DATA, 5, 0), FILE_READ_DATA), Err(NtStatus::ACCESS_DENIED));
+        assert_eq!(check_existing(&ro, None, &req(DELETE, 1, options::DELETE_ON_CLOSE), DELETE), Err(NtStatus::CANNOT_DELETE));
+        let pending = crate::files::FileEntry { delete_pending: true, ..Default::default() };
+        assert_eq!(check_existing(&st, Some(&pending), &r, FILE_READ_DATA), Err(NtStatus::DELETE_PENDING));
+        let busy = crate::files::FileEntry { opens: vec![open(FILE_READ_DATA, 0)], ..Default::default() };
+        assert_eq!(check_existing(&st, Some(&busy), &r, FILE_READ_DATA), Err(NtStatus::SHARING_VIOLATION));
+    }
+
+    #[test]
+    fn paths_and_meta() {
+        assert_eq!(share_path("\\a\\b"), "a\\b");
+        assert_eq!(share_path("a"), "a");
+        assert_eq!(share_path("\\"), "");
+        assert_eq!(share_path(""), "");
+        let d = FileStat { is_dir: true, size: 4096, allocation_size: 4096, attributes: attr::DIRECTORY, ..FileStat::default() };
+        let m = meta(&d);
+        assert_eq!((m.end_of_file, m.allocation_size, m.directory), (0, 0, true));
+        let f = FileStat { size: 10, allocation_size: 4096, file_id: 5, ..FileStat::default() };
+        assert_eq!(meta(&f).end_of_file, 10);
+        assert_eq!(meta(&f).file_id, 5);
+    }
 }

@@ -1,8 +1,74 @@
-//! READ — to be implemented.
+//! READ (MS-SMB2 2.2.19, 2.2.20; processing 3.3.5.12). File data is read
+//! straight into the response buffer: the only copy is the kernel's.
 
+use crate::cmd::lock::io_conflict;
 use crate::dispatch::{Ctx, HResult, Req};
-use smbq_wire::NtStatus;
+use crate::open::{access, OpenKind};
+use smbq_wire::read::{encode_response_head, set_data_len, ReadRequest};
+use smbq_wire::{NtStatus, Put};
 
-pub fn handle(_ctx: &mut Ctx<'_>, _req: &Req<'_>) -> HResult {
-    Err(NtStatus::NOT_SUPPORTED)
+/// Handle an SMB2 READ (MS-SMB2 3.3.5.12).
+pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    let r = ReadRequest::decode(req.msg).map_err(NtStatus::from)?;
+    //= MS-SMB2 3.3.5.12
+    //# If Length is greater than Connection.MaxReadSize, the server MUST
+    //# fail the request with STATUS_INVALID_PARAMETER.
+    if r.length > ctx.max_io() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    ctx.check_charge(r.length)?;
+    let fid = ctx.resolve(r.file_id)?;
+    let conn_id = ctx.conn.id;
+    let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    //= MS-SMB2 3.3.5.12
+    //# If Open.GrantedAccess does not allow read access, the server MUST
+    //# fail the request with STATUS_ACCESS_DENIED.
+    if open.access & (access::FILE_READ_DATA | access::FILE_EXECUTE) == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let owner = open.owner(conn_id);
+    let file_key = open.file_key;
+    let h = match &mut open.kind {
+        OpenKind::Pipe(p) => {
+            let (data, more) = p.read(r.length as usize)?;
+            encode_response_head(ctx.out, data.len() as u32, 0);
+            ctx.out.bytes(&data);
+            if data.is_empty() {
+                ctx.out.u8(0);
+            }
+            return Ok(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS });
+        }
+        OpenKind::File(h) => h,
+    };
+    if h.is_dir {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    {
+        let files = ctx.conn.server.lock_files();
+        if let Some(e) = files.files.get(&file_key) {
+            if io_conflict(&e.locks, owner, r.offset, u64::from(r.length), false) {
+                return Err(NtStatus::FILE_LOCK_CONFLICT);
+            }
+        }
+    }
+    let head = ctx.out.len();
+    encode_response_head(ctx.out, r.length, 0);
+    let data = ctx.out.len();
+    ctx.out.resize(data + r.length as usize, 0);
+    let n = match ctx.out.get_mut(data..) {
+        Some(buf) => h.read_at(buf, r.offset).map_err(NtStatus::from)?,
+        None => 0,
+    };
+    //= MS-SMB2 3.3.5.12
+    //# If the read fails or the number of bytes read is less than
+    //# MinimumCount, the server MUST fail the request with STATUS_END_OF_FILE
+    if (n == 0 && r.length > 0) || n < r.minimum_count as usize {
+        return Err(NtStatus::END_OF_FILE);
+    }
+    ctx.out.truncate(data + n);
+    set_data_len(ctx.out, head, n as u32);
+    if n == 0 {
+        ctx.out.u8(0);
+    }
+    Ok(NtStatus::SUCCESS)
 }

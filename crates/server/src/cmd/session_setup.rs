@@ -24,7 +24,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::REQUEST_NOT_ACCEPTED);
     }
     let neg = ctx.conn.neg.clone().ok_or(NtStatus::INVALID_PARAMETER)?;
-    let target = TargetInfo {
+    let target = || TargetInfo {
         netbios_computer: server.config.server_name.clone(),
         netbios_domain: server.config.domain.clone(),
         dns_computer: server.config.server_name.to_lowercase(),
@@ -32,7 +32,6 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     };
     let now = now_filetime(SystemTime::now());
     let mut sid = req.hdr.session_id;
-    let mut fresh = false;
     if sid == 0 {
         if ctx.conn.sessions.len() >= limits.max_sessions_per_connection
             || server.sessions.load(Ordering::Relaxed) >= limits.max_sessions
@@ -40,17 +39,16 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             return Err(NtStatus::REQUEST_NOT_ACCEPTED);
         }
         sid = server.session_id();
-        let s = Session::new(sid, ServerAuth::new(target, now), ctx.conn.preauth.clone());
+        let s = Session::new(sid, ServerAuth::new(target(), now), ctx.conn.preauth.clone());
         ctx.conn.sessions.insert(sid, s);
         server.sessions.fetch_add(1, Ordering::Relaxed);
-        fresh = true;
     }
     ctx.session_id = sid;
     let session = ctx.conn.sessions.get_mut(&sid).ok_or(NtStatus::USER_SESSION_DELETED)?;
     let reauth = session.signer.is_some();
     if session.is_valid() {
         //= MS-SMB2 3.3.5.5.2: re-authentication of a valid session.
-        session.state = SessionState::InProgress(Box::new(ServerAuth::new(target, now)));
+        session.state = SessionState::InProgress(Box::new(ServerAuth::new(target(), now)));
     }
     if neg.dialect == Dialect::SMB311 && !reauth {
         session.preauth.update(req.msg);
@@ -81,7 +79,6 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         Err(AuthError::Malformed(_)) => return failed(ctx, NtStatus::INVALID_PARAMETER),
         Err(AuthError::Unsupported(_)) => return failed(ctx, NtStatus::NOT_SUPPORTED),
     };
-    let _ = fresh;
     if reauth {
         //# The user of a re-authenticated session must not change.
         if !session.user.eq_ignore_ascii_case(&user) {

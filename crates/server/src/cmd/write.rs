@@ -1,8 +1,68 @@
-//! WRITE — to be implemented.
+//! WRITE (MS-SMB2 2.2.21, 2.2.22; processing 3.3.5.13). The payload is
+//! written from the request buffer; nothing is copied.
 
+use crate::cmd::create::WRITE_ACCESS;
+use crate::cmd::lock::io_conflict;
 use crate::dispatch::{Ctx, HResult, Req};
+use crate::open::{access, OpenKind};
+use smbq_wire::write::{encode_response, WriteRequest, END_OF_FILE, WRITE_THROUGH};
 use smbq_wire::NtStatus;
 
-pub fn handle(_ctx: &mut Ctx<'_>, _req: &Req<'_>) -> HResult {
-    Err(NtStatus::NOT_SUPPORTED)
+/// Handle an SMB2 WRITE (MS-SMB2 3.3.5.13).
+pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    let r = WriteRequest::decode(req.msg).map_err(NtStatus::from)?;
+    let len = u32::try_from(r.data.len()).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    //= MS-SMB2 3.3.5.13
+    //# If Length is greater than Connection.MaxWriteSize, the server MUST
+    //# fail the request with STATUS_INVALID_PARAMETER.
+    if len > ctx.max_io() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    ctx.check_charge(len)?;
+    let fid = ctx.resolve(r.file_id)?;
+    let conn_id = ctx.conn.id;
+    let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    if open.share.fs().is_some_and(|fs| fs.read_only()) {
+        return Err(NtStatus::MEDIA_WRITE_PROTECTED);
+    }
+    //= MS-SMB2 3.3.5.13
+    //# If Open.GrantedAccess does not allow write access, the server MUST
+    //# fail the request with STATUS_ACCESS_DENIED.
+    if open.access & WRITE_ACCESS == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let owner = open.owner(conn_id);
+    let (file_key, granted) = (open.file_key, open.access);
+    let h = match &mut open.kind {
+        OpenKind::Pipe(p) => {
+            p.write(r.data)?;
+            encode_response(ctx.out, len);
+            return Ok(NtStatus::SUCCESS);
+        }
+        OpenKind::File(h) => h,
+    };
+    if h.is_dir {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    // MS-FSA 2.1.5.3: offset -1 writes at the end of file, and so does
+    // every write through an open that may only append.
+    let append_only = granted & access::FILE_WRITE_DATA == 0;
+    let offset = if r.offset == END_OF_FILE || append_only { h.stat().map_err(NtStatus::from)?.size } else { r.offset };
+    if offset.checked_add(u64::from(len)).is_none() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    {
+        let files = ctx.conn.server.lock_files();
+        if let Some(e) = files.files.get(&file_key) {
+            if io_conflict(&e.locks, owner, offset, u64::from(len), true) {
+                return Err(NtStatus::FILE_LOCK_CONFLICT);
+            }
+        }
+    }
+    h.write_at(r.data, offset).map_err(NtStatus::from)?;
+    if r.flags & WRITE_THROUGH != 0 {
+        h.sync().map_err(NtStatus::from)?;
+    }
+    encode_response(ctx.out, len);
+    Ok(NtStatus::SUCCESS)
 }
