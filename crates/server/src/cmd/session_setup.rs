@@ -63,7 +63,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         if ctx.conn.sessions.remove(&sid).is_some() {
             server.sessions.fetch_sub(1, Ordering::Relaxed);
         }
-        if status == NtStatus::LOGON_FAILURE {
+        if status == NtStatus::LOGON_FAILURE && limits.failed_logon_delay_ms > 0 {
             ctx.conn.delay_until = Some(ctx.now + Duration::from_millis(limits.failed_logon_delay_ms));
         }
         Err(status)
