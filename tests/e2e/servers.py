@@ -273,6 +273,9 @@ def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose
         "--tcp", f"127.0.0.1:{port}",
         "--users", str(users),
         "--state-dir", str(state_dir),
+        # Server-wide policy too, so "sign" does not ask clients to encrypt.
+        "--encrypt", encrypt,
+        "--signing-required",
     ]
     if config_toml is not None:
         cfg = workdir / "smbq.toml"

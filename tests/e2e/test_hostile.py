@@ -171,8 +171,12 @@ class SessionHelper:
         self.conn.connect(timeout=15)
         self.session = Session(self.conn, server.user, server.password, require_encryption=encrypt)
         self.session.connect()
-        self.tree = TreeConnect(self.session, rf"\\{server.host}\{server.share}")
+        self.share_path = rf"\\{server.host}\{server.share}"
+        self.tree = TreeConnect(self.session, self.share_path)
         self.tree.connect()
+
+    def tree_connect_outcome(self):
+        return self.outcome(lambda: TreeConnect(self.session, self.share_path).connect())
 
     def echo_outcome(self):
         req = self.conn.send(SMB2Echo(), sid=self.session.session_id)
@@ -209,7 +213,9 @@ def test_wrong_signature(server):
             return sig if response else bytes(b ^ 0x5A for b in sig)
 
         s.conn._generate_signature = corrupt
-        out = s.echo_outcome()
+        # TREE_CONNECT: a command that needs the session, hence its signature
+        # (MS-SMB2 3.3.5.2.4: verification fails -> STATUS_ACCESS_DENIED).
+        out = s.tree_connect_outcome()
         assert out in ("closed", raw.STATUS_ACCESS_DENIED), fmt(out)
     finally:
         s.close()

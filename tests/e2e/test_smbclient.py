@@ -36,6 +36,7 @@ def smbclient(server, command: str | None = None, *extra: str, timeout: float = 
 
 
 def ok(server, command: str, timeout: float = 60) -> str:
+    """Run one smbclient command that must succeed."""
     r = smbclient(server, command, timeout=timeout)
     out = r.stdout + r.stderr
     assert r.returncode == 0, f"smbclient -c {command!r} exited {r.returncode}:\n{out}"
@@ -86,6 +87,8 @@ def test_file_operations(server, tmp_path):
     out = ok(server, r"ls d1\*")
     assert re.search(r"^\s+moved\.txt\s+A?\s*21\s", out, re.M), out
 
+    # smbclient's allinfo starts with FileAlternateNameInformation and stops
+    # if that fails (Samba answers with the name itself).
     out = ok(server, r"allinfo d1\moved.txt")
     assert re.search(r"^write_time:\s+\S", out, re.M), out
     assert re.search(r"stream: \[::\$DATA\], 21 bytes", out), out

@@ -332,6 +332,16 @@ fn element(
         session_id,
         signature: [0; 16],
     };
+    let go_async = match go_async {
+        // Bound what a peer can park on the server (limits.max_outstanding).
+        Some(_) if c.pending.len() >= c.st.server.config.limits.max_outstanding => {
+            status = NtStatus::INSUFFICIENT_RESOURCES;
+            out.truncate(header_start + HEADER_LEN);
+            encode_error_body(out, &[]);
+            None
+        }
+        w => w,
+    };
     if let Some(work) = go_async {
         let async_id = c.async_id();
         rh.flags |= flags::ASYNC_COMMAND;

@@ -21,14 +21,6 @@ const RESERVED_ACCESS: u32 = 0x0CE0_FE00;
 /// Access that reads data / writes data: what share modes govern, with DELETE.
 pub const READ_ACCESS: u32 = access::FILE_READ_DATA | access::FILE_EXECUTE;
 pub const WRITE_ACCESS: u32 = access::FILE_WRITE_DATA | access::FILE_APPEND_DATA;
-/// Everything that modifies the file or its metadata (refused on read-only shares).
-const MODIFY_ACCESS: u32 = WRITE_ACCESS
-    | access::FILE_WRITE_EA
-    | access::FILE_WRITE_ATTRIBUTES
-    | access::FILE_DELETE_CHILD
-    | access::DELETE
-    | access::WRITE_DAC
-    | access::WRITE_OWNER;
 /// CreateOptions bits Windows answers with STATUS_NOT_SUPPORTED
 /// (FILE_CREATE_TREE_CONNECTION, FILE_OPEN_BY_FILE_ID, FILE_RESERVE_OPFILTER).
 const NOT_SUPPORTED_OPTIONS: u32 = options::CREATE_TREE_CONNECTION | options::OPEN_BY_FILE_ID | options::RESERVE_OPFILTER;

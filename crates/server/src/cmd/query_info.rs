@@ -1,8 +1,256 @@
-//! QUERY_INFO — to be implemented.
+//! QUERY_INFO (MS-SMB2 2.2.37, 2.2.38; processing 3.3.5.20): file,
+//! file system and security information (MS-FSCC 2.4, 2.5; MS-DTYP 2.4.6).
 
+use crate::cmd::create::{meta, pipe_meta, MODE_OPTIONS};
 use crate::dispatch::{Ctx, HResult, Req};
-use smbq_wire::NtStatus;
+use crate::open::{access, Open};
+use crate::server::Server;
+use smbq_wire::fscc::{self, class, fs_attr, fs_class, secinfo, FsSize};
+use smbq_wire::header::encode_error_body;
+use smbq_wire::query_info::{begin_response, finish_response, info_type, QueryInfoRequest};
+use smbq_wire::{Dialect, NtStatus, Put};
 
-pub fn handle(_ctx: &mut Ctx<'_>, _req: &Req<'_>) -> HResult {
-    Err(NtStatus::NOT_SUPPORTED)
+/// What a FILE or FILESYSTEM class produced: the structure and the size
+/// of its fixed part (a smaller OutputBufferLength is INFO_LENGTH_MISMATCH;
+/// a variable part that does not fit is cut, with BUFFER_OVERFLOW).
+struct Info {
+    data: Vec<u8>,
+    fixed: usize,
+}
+
+/// Read-only maximal access (as TREE_CONNECT grants on read-only shares).
+const READ_ONLY_ACCESS: u32 = 0x0012_00A9;
+
+/// Handle an SMB2 QUERY_INFO (MS-SMB2 3.3.5.20).
+pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    let r = QueryInfoRequest::decode(req.msg).map_err(NtStatus::from)?;
+    //= MS-SMB2 3.3.5.20
+    //# If OutputBufferLength is greater than Connection.MaxTransactSize,
+    //# the server MUST fail the request with STATUS_INVALID_PARAMETER.
+    if r.output_buffer_length > ctx.max_io() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let dialect = ctx.dialect();
+    let fid = ctx.resolve(r.file_id)?;
+    let server = &ctx.conn.server;
+    let open = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    let max = r.output_buffer_length as usize;
+    let info = match r.info_type {
+        info_type::FILE => file_info(server, open, r.class, dialect)?,
+        info_type::FILESYSTEM => fs_info(server, open, r.class)?,
+        info_type::SECURITY => {
+            let sd = security(open, r.additional_information)?;
+            //= MS-SMB2 3.3.5.20.3
+            //# If OutputBufferLength is less than the size of the security
+            //# descriptor, the server MUST fail the request with
+            //# STATUS_BUFFER_TOO_SMALL [and return the required size in
+            //# the ErrorData].
+            if sd.len() > max {
+                encode_error_body(ctx.out, &(sd.len() as u32).to_le_bytes());
+                return Ok(NtStatus::BUFFER_TOO_SMALL);
+            }
+            Info { data: sd, fixed: 0 }
+        }
+        info_type::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
+        _ => return Err(NtStatus::INVALID_PARAMETER),
+    };
+    if max < info.fixed {
+        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+    }
+    let overflow = info.data.len() > max;
+    let data = info.data.get(..max).unwrap_or(&info.data);
+    let start = begin_response(ctx.out, ctx.header_start);
+    ctx.out.bytes(data);
+    finish_response(ctx.out, start);
+    Ok(if overflow { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
+}
+
+fn need(open: &Open, bits: u32) -> Result<(), NtStatus> {
+    if open.access & bits == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(())
+}
+
+/// SMB2_0_INFO_FILE classes (MS-SMB2 3.3.5.20.1, MS-FSCC 2.4).
+fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<Info, NtStatus> {
+    let m = match open.handle() {
+        Some(h) => meta(&h.stat().map_err(NtStatus::from)?),
+        None => pipe_meta(),
+    };
+    let delete_pending = || open.file_key != 0 && server.lock_files().files.get(&open.file_key).is_some_and(|e| e.delete_pending);
+    let mut d = Vec::new();
+    let fixed = match c {
+        class::BASIC => {
+            need(open, access::FILE_READ_ATTRIBUTES)?;
+            fscc::basic(&mut d, &m);
+            fscc::BASIC_LEN
+        }
+        class::STANDARD => {
+            fscc::standard(&mut d, &m, delete_pending());
+            fscc::STANDARD_LEN
+        }
+        class::INTERNAL => {
+            d.u64(m.file_id);
+            8
+        }
+        class::EA => {
+            d.u32(0);
+            4
+        }
+        class::ACCESS => {
+            d.u32(open.access);
+            4
+        }
+        class::POSITION => {
+            d.u64(0);
+            8
+        }
+        class::MODE => {
+            d.u32(open.create_options & MODE_OPTIONS);
+            4
+        }
+        class::ALIGNMENT => {
+            d.u32(0);
+            4
+        }
+        class::ALL => {
+            need(open, access::FILE_READ_ATTRIBUTES)?;
+            let name = format!("\\{}", open.path);
+            fscc::all(&mut d, &m, delete_pending(), open.access, open.create_options & MODE_OPTIONS, &name);
+            fscc::ALL_FIXED_LEN
+        }
+        class::STREAM => {
+            fscc::stream(&mut d, &m);
+            if m.directory {
+                0
+            } else {
+                24
+            }
+        }
+        class::COMPRESSION => {
+            fscc::compression(&mut d, &m);
+            16
+        }
+        class::NETWORK_OPEN => {
+            need(open, access::FILE_READ_ATTRIBUTES)?;
+            fscc::network_open(&mut d, &m);
+            fscc::NETWORK_OPEN_LEN
+        }
+        class::ATTRIBUTE_TAG => {
+            need(open, access::FILE_READ_ATTRIBUTES)?;
+            fscc::attribute_tag(&mut d, &m);
+            8
+        }
+        //= MS-SMB2 3.3.5.20.1
+        //# If the FileInfoClass is FileNormalizedNameInformation and
+        //# Connection.Dialect is not "3.1.1", the server MUST fail the request
+        //# with STATUS_NOT_SUPPORTED.
+        class::NORMALIZED_NAME if dialect != Dialect::SMB311 => return Err(NtStatus::NOT_SUPPORTED),
+        class::NORMALIZED_NAME => {
+            fscc::name_info(&mut d, &open.path);
+            4
+        }
+        // No 8.3 names: NOT_SUPPORTED is what clients (smbclient's allinfo)
+        // take as "this server has no alternate names". No extended attributes.
+        class::ALTERNATE_NAME => return Err(NtStatus::NOT_SUPPORTED),
+        class::FULL_EA => return Err(NtStatus::NO_EAS_ON_FILE),
+        _ => return Err(NtStatus::INVALID_INFO_CLASS),
+    };
+    Ok(Info { data: d, fixed })
+}
+
+/// Allocation units of `block_size` bytes as 512-byte sectors per unit.
+fn units(block_size: u64) -> (u32, u32) {
+    match u32::try_from(block_size) {
+        Ok(b) if b >= 512 && b % 512 == 0 => (b / 512, 512),
+        Ok(b) if b > 0 => (1, b),
+        _ => (8, 512),
+    }
+}
+
+/// SMB2_0_INFO_FILESYSTEM classes (MS-SMB2 3.3.5.20.2, MS-FSCC 2.5).
+fn fs_info(server: &Server, open: &Open, c: u8) -> Result<Info, NtStatus> {
+    let fs = open.share.fs().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let mut d = Vec::new();
+    let fixed = match c {
+        fs_class::VOLUME => {
+            let st = fs.stat_fs().map_err(NtStatus::from)?;
+            fscc::fs_volume(&mut d, server.start_time, st.serial, &open.share.name);
+            18
+        }
+        fs_class::SIZE | fs_class::FULL_SIZE => {
+            let st = fs.stat_fs().map_err(NtStatus::from)?;
+            let (sectors_per_unit, bytes_per_sector) = units(st.block_size);
+            let s = FsSize {
+                total_units: st.total_blocks,
+                caller_available_units: st.avail_blocks,
+                actual_available_units: st.free_blocks,
+                sectors_per_unit,
+                bytes_per_sector,
+            };
+            if c == fs_class::SIZE {
+                fscc::fs_size(&mut d, &s);
+                24
+            } else {
+                fscc::fs_full_size(&mut d, &s);
+                32
+            }
+        }
+        fs_class::DEVICE => {
+            let ro = if fs.read_only() { fscc::FILE_READ_ONLY_DEVICE } else { 0 };
+            fscc::fs_device(&mut d, fscc::FILE_DEVICE_DISK, fscc::FILE_DEVICE_IS_MOUNTED | ro);
+            8
+        }
+        fs_class::ATTRIBUTE => {
+            let st = fs.stat_fs().map_err(NtStatus::from)?;
+            let mut a = fs_attr::CASE_SENSITIVE_SEARCH | fs_attr::CASE_PRESERVED_NAMES | fs_attr::UNICODE_ON_DISK;
+            if fs.read_only() {
+                a |= fs_attr::READ_ONLY_VOLUME;
+            }
+            fscc::fs_attribute(&mut d, a, st.max_name_len.clamp(1, 255), "NTFS");
+            12
+        }
+        fs_class::SECTOR_SIZE => {
+            fscc::fs_sector_size(&mut d, 512);
+            28
+        }
+        fs_class::OBJECT_ID => {
+            fscc::fs_object_id(&mut d, &server.guid);
+            64
+        }
+        _ => return Err(NtStatus::INVALID_INFO_CLASS),
+    };
+    Ok(Info { data: d, fixed })
+}
+
+/// SMB2_0_INFO_SECURITY (MS-SMB2 3.3.5.20.3): a fixed descriptor granting
+/// Everyone what the share allows. Owner, group and DACL need READ_CONTROL;
+/// a SACL is never returned.
+fn security(open: &Open, info: u32) -> Result<Vec<u8>, NtStatus> {
+    if info & (secinfo::OWNER | secinfo::GROUP | secinfo::DACL) != 0 {
+        need(open, access::READ_CONTROL)?;
+    }
+    let mask = match open.share.fs() {
+        Some(fs) if fs.read_only() => READ_ONLY_ACCESS,
+        _ => access::FILE_ALL,
+    };
+    let dir = open.handle().is_some_and(|h| h.is_dir);
+    let mut sd = Vec::new();
+    fscc::security_descriptor(&mut sd, info, mask, dir);
+    Ok(sd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocation_units() {
+        assert_eq!(units(4096), (8, 512));
+        assert_eq!(units(512), (1, 512));
+        assert_eq!(units(1000), (1, 1000));
+        assert_eq!(units(0), (8, 512));
+        assert_eq!(units(u64::MAX), (8, 512));
+    }
 }

@@ -54,6 +54,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let head = ctx.out.len();
     encode_response_head(ctx.out, r.length, 0);
     let data = ctx.out.len();
+    // One allocation of the exact size (plus the pad byte of an empty read).
+    ctx.out.reserve_exact(r.length as usize + 1);
     ctx.out.resize(data + r.length as usize, 0);
     let n = match ctx.out.get_mut(data..) {
         Some(buf) => h.read_at(buf, r.offset).map_err(NtStatus::from)?,

@@ -5,6 +5,7 @@ use crate::cmd::create::WRITE_ACCESS;
 use crate::cmd::lock::io_conflict;
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{access, OpenKind};
+use smbq_wire::create::options;
 use smbq_wire::write::{encode_response, WriteRequest, END_OF_FILE, WRITE_THROUGH};
 use smbq_wire::NtStatus;
 
@@ -33,6 +34,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     let owner = open.owner(conn_id);
     let (file_key, granted) = (open.file_key, open.access);
+    let write_through = r.flags & WRITE_THROUGH != 0 || open.create_options & options::WRITE_THROUGH != 0;
     let h = match &mut open.kind {
         OpenKind::Pipe(p) => {
             p.write(r.data)?;
@@ -60,7 +62,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         }
     }
     h.write_at(r.data, offset).map_err(NtStatus::from)?;
-    if r.flags & WRITE_THROUGH != 0 {
+    if write_through {
         h.sync().map_err(NtStatus::from)?;
     }
     encode_response(ctx.out, len);

@@ -1,29 +1,112 @@
-//! Named pipes on IPC$ carrying DCE/RPC — to be implemented.
+//! Named pipes on IPC$ carrying DCE/RPC (MS-SMB2 3.3.5.9 for the CREATE,
+//! MS-RPCE 2.1.1.2 for RPC over SMB named pipes). The one pipe served is
+//! `srvsvc` (MS-SRVS), enough for share listing (`smbclient -L`,
+//! `NetShareEnum`).
+//!
+//! The pipe is in message mode: each DCE/RPC fragment written is consumed
+//! whole (a fragment may arrive in several WRITEs), and each fragment of
+//! the answer is one message a READ returns, with `more` set when the
+//! READ was too short for it (the caller answers STATUS_BUFFER_OVERFLOW
+//! and the rest stays for the next READ).
 
-use crate::server::Server;
+mod dcerpc;
+mod ndr;
+mod srvsvc;
+#[cfg(test)]
+mod tests;
+
+use crate::server::{Server, ShareKind};
 use smbq_wire::NtStatus;
+use srvsvc::{ShareInfo, Srvsvc};
+use std::collections::VecDeque;
+
+/// Answers queued but not read past this many bytes fail further writes.
+const MAX_OUTPUT: usize = 1024 * 1024;
 
 /// State of one open named pipe.
 pub struct Pipe {
     pub name: String,
+    input: Vec<u8>,
+    output: VecDeque<Vec<u8>>,
+    assoc: dcerpc::Association,
+    iface: Srvsvc,
 }
 
 impl Pipe {
     /// Open pipe `name` ("srvsvc", case-insensitive, with or without a
     /// leading `\`); unknown names are OBJECT_NAME_NOT_FOUND.
-    pub fn open(name: &str, _server: &Server) -> Result<Pipe, NtStatus> {
-        Err(NtStatus::OBJECT_NAME_NOT_FOUND).map(|()| Pipe { name: name.into() })
+    pub fn open(name: &str, server: &Server) -> Result<Pipe, NtStatus> {
+        let shares = server
+            .shares
+            .iter()
+            .map(|s| match s.kind {
+                ShareKind::Disk(_) => ShareInfo { name: s.name.clone(), kind: srvsvc::STYPE_DISKTREE, remark: String::new() },
+                ShareKind::Ipc => {
+                    ShareInfo { name: s.name.clone(), kind: srvsvc::STYPE_IPC_SPECIAL, remark: "IPC Service".into() }
+                }
+            })
+            .collect();
+        Pipe::with_shares(name, &server.config.server_name, shares)
     }
 
-    /// WRITE on the pipe: feed DCE/RPC bytes.
-    pub fn write(&mut self, _data: &[u8]) -> Result<(), NtStatus> {
-        Err(NtStatus::NOT_SUPPORTED)
+    fn with_shares(name: &str, server_name: &str, shares: Vec<ShareInfo>) -> Result<Pipe, NtStatus> {
+        let bare = name.strip_prefix('\\').unwrap_or(name);
+        if !bare.eq_ignore_ascii_case("srvsvc") {
+            return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+        }
+        Ok(Pipe {
+            name: "srvsvc".into(),
+            input: Vec::new(),
+            output: VecDeque::new(),
+            assoc: dcerpc::Association::new(rand::random::<u32>().max(1)),
+            iface: Srvsvc { server_name: server_name.into(), shares },
+        })
     }
 
-    /// READ on the pipe: up to `max` bytes of pending output, and whether
-    /// more remains (then the caller answers STATUS_BUFFER_OVERFLOW).
-    pub fn read(&mut self, _max: usize) -> Result<(Vec<u8>, bool), NtStatus> {
-        Err(NtStatus::NOT_SUPPORTED)
+    /// WRITE on the pipe: feed DCE/RPC bytes. Bytes that are not DCE/RPC
+    /// are dropped with INVALID_PARAMETER (the association stays); too much
+    /// unread output is INSUFFICIENT_RESOURCES.
+    pub fn write(&mut self, data: &[u8]) -> Result<(), NtStatus> {
+        if self.output.iter().map(Vec::len).sum::<usize>() > MAX_OUTPUT {
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        }
+        self.input.extend_from_slice(data);
+        loop {
+            if self.input.len() < dcerpc::HEADER_LEN {
+                return Ok(());
+            }
+            let len = match dcerpc::Header::decode(&self.input) {
+                Ok(h) => h.frag_len as usize,
+                Err(_) => {
+                    self.input.clear();
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+            };
+            if self.input.len() < len {
+                return Ok(());
+            }
+            let rest = self.input.split_off(len);
+            let pdu = std::mem::replace(&mut self.input, rest);
+            let sec_addr = format!("\\PIPE\\{}", self.name);
+            if self.assoc.pdu(&pdu, &sec_addr, &self.iface, &mut self.output).is_err() {
+                self.input.clear();
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+        }
+    }
+
+    /// READ on the pipe: up to `max` bytes of the next message, and whether
+    /// more of it remains (then the caller answers STATUS_BUFFER_OVERFLOW).
+    /// Nothing pending is an empty read.
+    pub fn read(&mut self, max: usize) -> Result<(Vec<u8>, bool), NtStatus> {
+        let Some(front) = self.output.front_mut() else { return Ok((Vec::new(), false)) };
+        if front.len() <= max {
+            let msg = self.output.pop_front().unwrap_or_default();
+            return Ok((msg, false));
+        }
+        let rest = front.split_off(max);
+        let head = std::mem::replace(front, rest);
+        Ok((head, true))
     }
 
     /// FSCTL_PIPE_TRANSCEIVE: write `input`, then read up to `max_out`.

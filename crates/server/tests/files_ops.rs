@@ -1,0 +1,499 @@
+//! File commands end to end: a minimal in-memory SMB 2.1 client (unsigned,
+//! on a share backed by a temporary directory) drives CREATE, CLOSE, READ,
+//! WRITE, FLUSH, QUERY_INFO, QUERY_DIRECTORY and SET_INFO.
+
+use smbq_auth::{ClientAuth, UserDb};
+use smbq_server::{Connection, Server, ServerConfig, ShareConfig, TransportInfo, TransportKind};
+use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
+use smbq_wire::create::{disposition, options, share, CreateContext, CreateRequest, CreateResponse};
+use smbq_wire::fscc::{class, fs_class, BasicInfo, RenameInfo};
+use smbq_wire::header::HEADER_LEN;
+use smbq_wire::query_directory::QueryDirectoryRequest;
+use smbq_wire::query_info::{info_type, QueryInfoRequest};
+use smbq_wire::read::ReadRequest;
+use smbq_wire::set_info::SetInfoRequest;
+use smbq_wire::write::WriteRequest;
+use smbq_wire::{framing, Command, FileId, Header, NtStatus, Put};
+use std::sync::Arc;
+use std::time::Instant;
+
+const GENERIC_READ: u32 = 0x8000_0000;
+const GENERIC_WRITE: u32 = 0x4000_0000;
+const DELETE: u32 = 0x0001_0000;
+const READ_ATTRIBUTES: u32 = 0x80;
+const ALL_SHARE: u32 = share::READ | share::WRITE | share::DELETE;
+
+struct Client {
+    conn: Connection,
+    dir: tempfile::TempDir,
+    next_id: u64,
+    session_id: u64,
+    tree_id: u32,
+}
+
+impl Client {
+    fn new() -> Client {
+        let dir = tempfile::tempdir().unwrap();
+        let mut users = UserDb::new();
+        users.add("alice", "secret");
+        let mut config = ServerConfig { encrypt: smbq_server::EncryptPolicy::Off, ..Default::default() };
+        config.shares.push(ShareConfig { name: "share".into(), path: dir.path().into(), read_only: false, encrypt: smbq_server::EncryptPolicy::Off });
+        let srv = Arc::new(Server::new(config, users).unwrap());
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, secure: false };
+        let mut c = Client { conn: Connection::new(srv, info, Instant::now()), dir, next_id: 0, session_id: 0, tree_id: 0 };
+        c.login();
+        c
+    }
+
+    /// Send one request element; return the response element.
+    fn call(&mut self, command: Command, body: &[u8]) -> (NtStatus, Vec<u8>) {
+        let h = Header {
+            credit_charge: 1,
+            command: command.0,
+            credits: 64,
+            message_id: self.next_id,
+            session_id: self.session_id,
+            tree_id: self.tree_id,
+            ..Default::default()
+        };
+        self.next_id += 1;
+        let mut m = Vec::new();
+        h.encode(&mut m);
+        m.extend_from_slice(body);
+        self.conn.handle_message(Instant::now(), &mut m).expect("connection stays up");
+        let f = self.conn.poll_transmit().expect("a response");
+        let len = framing::frame_len(f[..4].try_into().unwrap(), usize::MAX).unwrap();
+        assert_eq!(len, f.len() - 4);
+        let resp = f[4..].to_vec();
+        let rh = Header::decode(&resp).unwrap();
+        self.session_id = rh.session_id;
+        (NtStatus(rh.status), resp)
+    }
+
+    fn login(&mut self) {
+        let mut b = Vec::new();
+        b.u16(36);
+        b.u16(1);
+        b.u16(1);
+        b.u16(0);
+        b.u32(0);
+        b.bytes(&[1; 16]);
+        b.zeros(8);
+        b.u16(0x0210);
+        let (st, _) = self.call(Command::NEGOTIATE, &b);
+        assert_eq!(st, NtStatus::SUCCESS);
+        let mut auth = ClientAuth::new("alice", "", "secret", 133_000_000_000_000_000);
+        let mut token = auth.step(None).unwrap().unwrap();
+        loop {
+            let mut m = vec![0u8; HEADER_LEN];
+            smbq_wire::session_setup::encode_request(&mut m, 0, 1, &token);
+            let (st, r) = self.call(Command::SESSION_SETUP, &m[HEADER_LEN..]);
+            if st == NtStatus::SUCCESS {
+                break;
+            }
+            assert_eq!(st, NtStatus::MORE_PROCESSING_REQUIRED);
+            let off = u16::from_le_bytes([r[68], r[69]]) as usize;
+            let len = u16::from_le_bytes([r[70], r[71]]) as usize;
+            token = auth.step(Some(&r[off..off + len])).unwrap().unwrap();
+        }
+        let path: Vec<u8> = "\\\\127.0.0.1\\share".encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+        let mut b = Vec::new();
+        b.u16(9);
+        b.u16(0);
+        b.u16(72);
+        b.u16(path.len() as u16);
+        b.bytes(&path);
+        let (st, r) = self.call(Command::TREE_CONNECT, &b);
+        assert_eq!(st, NtStatus::SUCCESS);
+        self.tree_id = Header::decode(&r).unwrap().tree_id;
+    }
+
+    fn body(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut m = vec![0u8; HEADER_LEN];
+        f(&mut m);
+        m.split_off(HEADER_LEN)
+    }
+
+    fn create_ex(&mut self, name: &str, access: u32, share_access: u32, disp: u32, opts: u32, ctxs: Vec<CreateContext<'_>>) -> (NtStatus, Vec<u8>) {
+        let req = CreateRequest {
+            oplock_level: 0,
+            impersonation_level: 2,
+            desired_access: access,
+            file_attributes: 0,
+            share_access,
+            disposition: disp,
+            options: opts,
+            name: name.into(),
+            contexts: ctxs,
+        };
+        let b = Self::body(|m| req.encode(m, 0));
+        self.call(Command::CREATE, &b)
+    }
+
+    fn create(&mut self, name: &str, access: u32, share_access: u32, disp: u32, opts: u32) -> Result<FileId, NtStatus> {
+        let (st, r) = self.create_ex(name, access, share_access, disp, opts, vec![]);
+        if st != NtStatus::SUCCESS {
+            return Err(st);
+        }
+        Ok(CreateResponse::decode(&r).unwrap().0.file_id)
+    }
+
+    fn close(&mut self, fid: FileId, flags: u16) -> (NtStatus, Vec<u8>) {
+        let b = Self::body(|m| CloseRequest { flags, file_id: fid }.encode(m));
+        self.call(Command::CLOSE, &b)
+    }
+
+    fn write(&mut self, fid: FileId, offset: u64, data: &[u8]) -> NtStatus {
+        let req = WriteRequest { offset, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data };
+        let b = Self::body(|m| req.encode(m));
+        self.call(Command::WRITE, &b).0
+    }
+
+    fn read(&mut self, fid: FileId, offset: u64, length: u32) -> (NtStatus, Vec<u8>) {
+        let req = ReadRequest { flags: 0, length, offset, file_id: fid, minimum_count: 0, channel: 0, remaining_bytes: 0 };
+        let b = Self::body(|m| req.encode(m));
+        let (st, r) = self.call(Command::READ, &b);
+        if st != NtStatus::SUCCESS {
+            return (st, vec![]);
+        }
+        (st, smbq_wire::read::decode_response(&r).unwrap().to_vec())
+    }
+
+    fn query(&mut self, fid: FileId, typ: u8, cls: u8, len: u32, addl: u32) -> (NtStatus, Vec<u8>) {
+        let req = QueryInfoRequest { info_type: typ, class: cls, output_buffer_length: len, input: &[], additional_information: addl, flags: 0, file_id: fid };
+        let b = Self::body(|m| req.encode(m));
+        let (st, r) = self.call(Command::QUERY_INFO, &b);
+        if st == NtStatus::SUCCESS || st == NtStatus::BUFFER_OVERFLOW {
+            return (st, smbq_wire::query_info::decode_response(&r).unwrap().to_vec());
+        }
+        (st, r[HEADER_LEN..].to_vec())
+    }
+
+    fn list(&mut self, fid: FileId, flags: u8, pattern: &str) -> (NtStatus, Vec<String>) {
+        let req = QueryDirectoryRequest { class: class::ID_BOTH_DIRECTORY, flags, file_index: 0, file_id: fid, pattern: pattern.into(), output_buffer_length: 65536 };
+        let b = Self::body(|m| req.encode(m));
+        let (st, r) = self.call(Command::QUERY_DIRECTORY, &b);
+        if st != NtStatus::SUCCESS {
+            return (st, vec![]);
+        }
+        let buf = smbq_wire::query_directory::decode_response(&r).unwrap();
+        let mut names = Vec::new();
+        let mut at = 0usize;
+        loop {
+            let e = &buf[at..];
+            let next = u32::from_le_bytes(e[0..4].try_into().unwrap()) as usize;
+            let nlen = u32::from_le_bytes(e[60..64].try_into().unwrap()) as usize;
+            names.push(smbq_wire::reader::utf16le(&e[104..104 + nlen]).unwrap());
+            if next == 0 {
+                break;
+            }
+            assert_eq!(next % 8, 0);
+            at += next;
+        }
+        (st, names)
+    }
+
+    fn set(&mut self, fid: FileId, cls: u8, buf: &[u8]) -> NtStatus {
+        let req = SetInfoRequest { info_type: info_type::FILE, class: cls, buffer: buf, additional_information: 0, file_id: fid };
+        let b = Self::body(|m| req.encode(m));
+        self.call(Command::SET_INFO, &b).0
+    }
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+#[test]
+fn create_write_read_close() {
+    let mut c = Client::new();
+    let f = c.create("\\a.txt", GENERIC_READ | GENERIC_WRITE, 0, disposition::OVERWRITE_IF, options::NON_DIRECTORY_FILE).unwrap();
+    assert_eq!(c.write(f, 0, b"hello world"), NtStatus::SUCCESS);
+    assert_eq!(c.read(f, 6, 100), (NtStatus::SUCCESS, b"world".to_vec()));
+    assert_eq!(c.read(f, 11, 1).0, NtStatus::END_OF_FILE);
+    assert_eq!(c.read(f, 0, 0).0, NtStatus::SUCCESS);
+    // Append at end of file (offset -1).
+    assert_eq!(c.write(f, u64::MAX, b"!"), NtStatus::SUCCESS);
+    let (st, r) = c.close(f, POSTQUERY_ATTRIB);
+    assert_eq!(st, NtStatus::SUCCESS);
+    let resp = CloseResponse::decode(&r).unwrap();
+    assert_eq!(resp.end_of_file, 12);
+    assert_eq!(resp.file_attributes & 0x10, 0);
+    assert_eq!(std::fs::read(c.dir.path().join("a.txt")).unwrap(), b"hello world!");
+    // Closed: the id is gone.
+    assert_eq!(c.close(f, 0).0, NtStatus::FILE_CLOSED);
+    assert_eq!(c.read(f, 0, 1).0, NtStatus::FILE_CLOSED);
+
+    // Without read access, READ is refused; without write access, WRITE.
+    let w = c.create("a.txt", GENERIC_WRITE, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    assert_eq!(c.read(w, 0, 1).0, NtStatus::ACCESS_DENIED);
+    let r = c.create("a.txt", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    assert_eq!(c.write(r, 0, b"x"), NtStatus::ACCESS_DENIED);
+    // Read longer than max I/O.
+    assert_eq!(c.read(r, 0, 64 * 1024 * 1024).0, NtStatus::INVALID_PARAMETER);
+}
+
+#[test]
+fn create_errors() {
+    let mut c = Client::new();
+    assert_eq!(c.create("missing", GENERIC_READ, 0, disposition::OPEN, 0), Err(NtStatus::OBJECT_NAME_NOT_FOUND));
+    assert_eq!(c.create("a:b", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_NAME_INVALID));
+    assert_eq!(c.create("x", GENERIC_READ, 0, 6, 0), Err(NtStatus::INVALID_PARAMETER));
+    assert_eq!(c.create("x", GENERIC_READ, 0, 1, options::DIRECTORY_FILE | options::NON_DIRECTORY_FILE), Err(NtStatus::INVALID_PARAMETER));
+    assert_eq!(c.create("x", GENERIC_READ, 0, 1, options::OPEN_BY_FILE_ID), Err(NtStatus::NOT_SUPPORTED));
+    assert_eq!(c.create("x", GENERIC_READ, 0, disposition::CREATE, options::DELETE_ON_CLOSE), Err(NtStatus::ACCESS_DENIED));
+    assert_eq!(c.create("x", 0x0100_0000, 0, disposition::CREATE, 0), Err(NtStatus::PRIVILEGE_NOT_HELD));
+    let d = c.create("d", GENERIC_READ, ALL_SHARE, disposition::CREATE, options::DIRECTORY_FILE).unwrap();
+    assert!(c.dir.path().join("d").is_dir());
+    assert_eq!(c.create("d", GENERIC_READ, ALL_SHARE, disposition::CREATE, options::DIRECTORY_FILE), Err(NtStatus::OBJECT_NAME_COLLISION));
+    assert_eq!(c.create("d", GENERIC_READ, ALL_SHARE, disposition::OPEN, options::NON_DIRECTORY_FILE), Err(NtStatus::FILE_IS_A_DIRECTORY));
+    assert_eq!(c.read(d, 0, 1).0, NtStatus::INVALID_DEVICE_REQUEST);
+
+    // MxAc and QFid are answered; unknown contexts ignored.
+    let (st, r) = c.create_ex(
+        "d",
+        READ_ATTRIBUTES,
+        ALL_SHARE,
+        disposition::OPEN,
+        0,
+        vec![CreateContext { name: b"MxAc", data: &[] }, CreateContext { name: b"RqLs", data: &[0; 32] }, CreateContext { name: b"QFid", data: &[] }],
+    );
+    assert_eq!(st, NtStatus::SUCCESS);
+    let (resp, ctxs) = CreateResponse::decode(&r).unwrap();
+    assert_eq!(resp.file_attributes & 0x10, 0x10);
+    assert_eq!(ctxs.len(), 2);
+    assert_eq!(ctxs[0].name, b"MxAc");
+    assert_eq!(ctxs[0].data, &[0, 0, 0, 0, 0xFF, 0x01, 0x1F, 0]);
+    assert_eq!(ctxs[1].name, b"QFid");
+    assert_eq!(ctxs[1].data.len(), 32);
+}
+
+#[test]
+fn share_modes_and_delete_pending() {
+    let mut c = Client::new();
+    let a = c.create("f", GENERIC_READ, share::READ, disposition::CREATE, 0).unwrap();
+    assert_eq!(c.create("f", GENERIC_WRITE, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::SHARING_VIOLATION));
+    // A refused overwrite truncates nothing.
+    std::fs::write(c.dir.path().join("f"), b"data").unwrap();
+    assert_eq!(c.create("f", GENERIC_WRITE, ALL_SHARE, disposition::OVERWRITE, 0), Err(NtStatus::SHARING_VIOLATION));
+    assert_eq!(std::fs::read(c.dir.path().join("f")).unwrap(), b"data");
+    let b = c.create("f", GENERIC_READ, share::READ, disposition::OPEN, 0).unwrap();
+    let attrs = c.create("f", READ_ATTRIBUTES, 0, disposition::OPEN, 0).unwrap();
+    c.close(a, 0);
+    c.close(b, 0);
+    c.close(attrs, 0);
+
+    // Disposition set: new opens see DELETE_PENDING; the last close deletes.
+    let d = c.create("f", DELETE | READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    assert_eq!(c.set(d, class::DISPOSITION, &[1]), NtStatus::SUCCESS);
+    let (_, std) = c.query(d, info_type::FILE, class::STANDARD, 24, 0);
+    assert_eq!(std[20], 1, "DeletePending");
+    assert_eq!(c.create("f", READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::DELETE_PENDING));
+    c.close(d, 0);
+    assert!(!c.dir.path().join("f").exists());
+
+    // Delete-on-close at create.
+    let g = c.create("g", DELETE | GENERIC_WRITE, 0, disposition::CREATE, options::DELETE_ON_CLOSE).unwrap();
+    assert!(c.dir.path().join("g").exists());
+    c.close(g, 0);
+    assert!(!c.dir.path().join("g").exists());
+
+    // Disposition without DELETE access; on a non-empty directory.
+    let h = c.create("h", GENERIC_WRITE, ALL_SHARE, disposition::CREATE, 0).unwrap();
+    assert_eq!(c.set(h, class::DISPOSITION, &[1]), NtStatus::ACCESS_DENIED);
+    std::fs::create_dir(c.dir.path().join("full")).unwrap();
+    std::fs::write(c.dir.path().join("full/x"), b"").unwrap();
+    let full = c.create("full", DELETE | GENERIC_READ, ALL_SHARE, disposition::OPEN, options::DIRECTORY_FILE).unwrap();
+    assert_eq!(c.set(full, class::DISPOSITION, &[1]), NtStatus::DIRECTORY_NOT_EMPTY);
+}
+
+#[test]
+fn query_info_classes() {
+    let mut c = Client::new();
+    std::fs::create_dir(c.dir.path().join("sub")).unwrap();
+    let f = c.create("sub\\q.bin", GENERIC_READ | GENERIC_WRITE, 0, disposition::CREATE, 0).unwrap();
+    c.write(f, 0, &[7; 1000]);
+    let (st, basic) = c.query(f, info_type::FILE, class::BASIC, 40, 0);
+    assert_eq!((st, basic.len()), (NtStatus::SUCCESS, 40));
+    assert_eq!(c.query(f, info_type::FILE, class::BASIC, 39, 0).0, NtStatus::INFO_LENGTH_MISMATCH);
+    let (_, std) = c.query(f, info_type::FILE, class::STANDARD, 100, 0);
+    assert_eq!(u64_at(&std, 8), 1000);
+    let (st, all) = c.query(f, info_type::FILE, class::ALL, 4096, 0);
+    assert_eq!(st, NtStatus::SUCCESS);
+    let name: Vec<u8> = "\\sub\\q.bin".encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+    assert_eq!(&all[100..], &name[..]);
+    let (st, cut) = c.query(f, info_type::FILE, class::ALL, 104, 0);
+    assert_eq!((st, cut.len()), (NtStatus::BUFFER_OVERFLOW, 104));
+    let (_, stream) = c.query(f, info_type::FILE, class::STREAM, 4096, 0);
+    assert_eq!(u64_at(&stream, 8), 1000);
+    assert_eq!(c.query(f, info_type::FILE, 99, 4096, 0).0, NtStatus::INVALID_INFO_CLASS);
+    assert_eq!(c.query(f, info_type::FILE, class::ALTERNATE_NAME, 4096, 0).0, NtStatus::OBJECT_NAME_NOT_FOUND);
+    assert_eq!(c.query(f, info_type::QUOTA, 0, 4096, 0).0, NtStatus::NOT_SUPPORTED);
+
+    let (st, fsa) = c.query(f, info_type::FILESYSTEM, fs_class::ATTRIBUTE, 4096, 0);
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert_eq!(&fsa[12..], &[b'N', 0, b'T', 0, b'F', 0, b'S', 0]);
+    let (_, size) = c.query(f, info_type::FILESYSTEM, fs_class::FULL_SIZE, 4096, 0);
+    assert_eq!(size.len(), 32);
+    assert!(u64_at(&size, 0) > 0);
+
+    // Security: too small a buffer says how much is needed.
+    let (st, err) = c.query(f, info_type::SECURITY, 0, 8, 0x7);
+    assert_eq!(st, NtStatus::BUFFER_TOO_SMALL);
+    assert_eq!(&err[4..8], &4u32.to_le_bytes());
+    assert_eq!(&err[8..12], &76u32.to_le_bytes());
+    let (st, sd) = c.query(f, info_type::SECURITY, 0, 4096, 0x7);
+    assert_eq!((st, sd.len()), (NtStatus::SUCCESS, 76));
+
+    // Attribute-only access cannot read the security descriptor.
+    let a = c.create("sub\\q.bin", READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    assert_eq!(c.query(a, info_type::SECURITY, 0, 4096, 0x7).0, NtStatus::ACCESS_DENIED);
+    assert_eq!(c.query(a, info_type::FILE, class::BASIC, 40, 0).0, NtStatus::SUCCESS);
+}
+
+#[test]
+fn set_info_basic_eof_and_rename() {
+    let mut c = Client::new();
+    let f = c.create("r1", GENERIC_READ | GENERIC_WRITE | DELETE, share::READ | share::DELETE, disposition::CREATE, 0).unwrap();
+    assert_eq!(c.set(f, class::END_OF_FILE, &100u64.to_le_bytes()), NtStatus::SUCCESS);
+    assert_eq!(std::fs::metadata(c.dir.path().join("r1")).unwrap().len(), 100);
+    assert_eq!(c.set(f, class::END_OF_FILE, &[1, 2]), NtStatus::INFO_LENGTH_MISMATCH);
+    let t = 133_000_000_000_000_000u64;
+    let mut b = Vec::new();
+    BasicInfo { last_write_time: t, ..Default::default() }.encode(&mut b);
+    assert_eq!(c.set(f, class::BASIC, &b), NtStatus::SUCCESS);
+    let (_, basic) = c.query(f, info_type::FILE, class::BASIC, 40, 0);
+    assert_eq!(u64_at(&basic, 16), t);
+
+    std::fs::write(c.dir.path().join("r2"), b"x").unwrap();
+    let mut ri = Vec::new();
+    RenameInfo { replace_if_exists: false, root_directory: 0, name: "r2".into() }.encode(&mut ri);
+    assert_eq!(c.set(f, class::RENAME, &ri), NtStatus::OBJECT_NAME_COLLISION);
+    ri.clear();
+    RenameInfo { replace_if_exists: true, root_directory: 0, name: "\\r2".into() }.encode(&mut ri);
+    assert_eq!(c.set(f, class::RENAME, &ri), NtStatus::SUCCESS);
+    assert!(!c.dir.path().join("r1").exists());
+    assert_eq!(std::fs::metadata(c.dir.path().join("r2")).unwrap().len(), 100);
+    let (_, all) = c.query(f, info_type::FILE, class::ALL, 4096, 0);
+    assert_eq!(&all[100..], &[b'\\', 0, b'r', 0, b'2', 0]);
+    ri.clear();
+    RenameInfo { replace_if_exists: false, root_directory: 5, name: "r3".into() }.encode(&mut ri);
+    assert_eq!(c.set(f, class::RENAME, &ri), NtStatus::INVALID_PARAMETER);
+
+    // A directory with an open file below it cannot be renamed.
+    let d = c.create("dir", GENERIC_READ | DELETE, ALL_SHARE, disposition::CREATE, options::DIRECTORY_FILE).unwrap();
+    let child = c.create("dir\\c", GENERIC_WRITE, ALL_SHARE, disposition::CREATE, 0).unwrap();
+    ri.clear();
+    RenameInfo { replace_if_exists: false, root_directory: 0, name: "dir2".into() }.encode(&mut ri);
+    assert_eq!(c.set(d, class::RENAME, &ri), NtStatus::ACCESS_DENIED);
+    c.close(child, 0);
+    assert_eq!(c.set(d, class::RENAME, &ri), NtStatus::SUCCESS);
+    assert!(c.dir.path().join("dir2/c").exists());
+}
+
+#[test]
+fn directory_listing() {
+    let mut c = Client::new();
+    for n in ["a.txt", "B.TXT", "c.dat"] {
+        std::fs::write(c.dir.path().join(n), b"").unwrap();
+    }
+    let root = c.create("", GENERIC_READ, ALL_SHARE, disposition::OPEN, options::DIRECTORY_FILE).unwrap();
+    let (st, mut names) = c.list(root, 0, "*.txt");
+    assert_eq!(st, NtStatus::SUCCESS);
+    names.sort();
+    assert_eq!(names, ["B.TXT", "a.txt"]);
+    assert_eq!(c.list(root, 0, "").0, NtStatus::NO_MORE_FILES);
+    let (st, names) = c.list(root, 0x10, "*");
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert_eq!(names.len(), 5, "., .., and three files: {names:?}");
+    assert_eq!(c.list(root, 0x10, "nothing*").0, NtStatus::NO_SUCH_FILE);
+    let (st, one) = c.list(root, 0x01 | 0x02, "c.*");
+    assert_eq!((st, one), (NtStatus::SUCCESS, vec!["c.dat".to_string()]));
+    let f = c.create("a.txt", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    assert_eq!(c.list(f, 0, "*").0, NtStatus::INVALID_PARAMETER);
+}
+
+impl Client {
+    /// Send a related compound (every element after the first is RELATED);
+    /// return each response element.
+    fn compound(&mut self, elems: &[(Command, Vec<u8>)]) -> Vec<(NtStatus, Vec<u8>)> {
+        let mut m = Vec::new();
+        let mut starts = Vec::new();
+        for (i, (command, body)) in elems.iter().enumerate() {
+            if i > 0 {
+                let pad = (8 - m.len() % 8) % 8;
+                m.resize(m.len() + pad, 0);
+                let prev: usize = *starts.last().unwrap();
+                let next = (m.len() - prev) as u32;
+                m[prev + 20..prev + 24].copy_from_slice(&next.to_le_bytes());
+            }
+            starts.push(m.len());
+            let h = Header {
+                credit_charge: 1,
+                command: command.0,
+                credits: 64,
+                flags: if i > 0 { smbq_wire::header::flags::RELATED_OPERATIONS } else { 0 },
+                message_id: self.next_id,
+                session_id: self.session_id,
+                tree_id: self.tree_id,
+                ..Default::default()
+            };
+            self.next_id += 1;
+            h.encode(&mut m);
+            m.extend_from_slice(body);
+        }
+        self.conn.handle_message(Instant::now(), &mut m).expect("connection stays up");
+        let f = self.conn.poll_transmit().expect("a response");
+        let mut rest = &f[4..];
+        let mut out = Vec::new();
+        loop {
+            let h = Header::decode(rest).unwrap();
+            let len = if h.next_command == 0 { rest.len() } else { h.next_command as usize };
+            out.push((NtStatus(h.status), rest[..len].to_vec()));
+            if h.next_command == 0 {
+                break;
+            }
+            rest = &rest[len..];
+        }
+        out
+    }
+}
+
+#[test]
+fn related_compound_create_query_close() {
+    let mut c = Client::new();
+    std::fs::write(c.dir.path().join("cmp"), b"12345").unwrap();
+    let create = CreateRequest {
+        oplock_level: 0,
+        impersonation_level: 2,
+        desired_access: GENERIC_READ,
+        file_attributes: 0,
+        share_access: ALL_SHARE,
+        disposition: disposition::OPEN,
+        options: 0,
+        name: "cmp".into(),
+        contexts: vec![],
+    };
+    let q = QueryInfoRequest { info_type: info_type::FILE, class: class::STANDARD, output_buffer_length: 24, input: &[], additional_information: 0, flags: 0, file_id: FileId::RELATED };
+    let close = CloseRequest { flags: POSTQUERY_ATTRIB, file_id: FileId::RELATED };
+    let elems = vec![
+        (Command::CREATE, Client::body(|m| create.encode(m, 0))),
+        (Command::QUERY_INFO, Client::body(|m| q.encode(m))),
+        (Command::CLOSE, Client::body(|m| close.encode(m))),
+    ];
+    let r = c.compound(&elems);
+    assert_eq!(r.iter().map(|e| e.0).collect::<Vec<_>>(), [NtStatus::SUCCESS; 3]);
+    let std = smbq_wire::query_info::decode_response(&r[1].1).unwrap();
+    assert_eq!(u64_at(std, 8), 5);
+    assert_eq!(CloseResponse::decode(&r[2].1).unwrap().end_of_file, 5);
+
+    // A failed CREATE fails the related elements with its status.
+    let missing = CreateRequest { name: "nope".into(), ..create };
+    let elems = vec![
+        (Command::CREATE, Client::body(|m| missing.encode(m, 0))),
+        (Command::QUERY_INFO, Client::body(|m| q.encode(m))),
+        (Command::CLOSE, Client::body(|m| close.encode(m))),
+    ];
+    let r = c.compound(&elems);
+    assert_eq!(r.iter().map(|e| e.0).collect::<Vec<_>>(), [NtStatus::OBJECT_NAME_NOT_FOUND; 3]);
+}
