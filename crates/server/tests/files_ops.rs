@@ -327,7 +327,7 @@ fn query_info_classes() {
     let (_, stream) = c.query(f, info_type::FILE, class::STREAM, 4096, 0);
     assert_eq!(u64_at(&stream, 8), 1000);
     assert_eq!(c.query(f, info_type::FILE, 99, 4096, 0).0, NtStatus::INVALID_INFO_CLASS);
-    assert_eq!(c.query(f, info_type::FILE, class::ALTERNATE_NAME, 4096, 0).0, NtStatus::OBJECT_NAME_NOT_FOUND);
+    assert_eq!(c.query(f, info_type::FILE, class::ALTERNATE_NAME, 4096, 0).0, NtStatus::NOT_SUPPORTED);
     assert_eq!(c.query(f, info_type::QUOTA, 0, 4096, 0).0, NtStatus::NOT_SUPPORTED);
 
     let (st, fsa) = c.query(f, info_type::FILESYSTEM, fs_class::ATTRIBUTE, 4096, 0);
