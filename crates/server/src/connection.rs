@@ -153,6 +153,10 @@ impl Connection {
         }
         self.last_activity = now;
         let r = self.handle_inner(now, msg);
+        if r.is_ok() && !self.pending.is_empty() {
+            // A request may have released a lock or closed a watched handle.
+            dispatch::retry_pending(self, now);
+        }
         if r.is_err() {
             self.closed = true;
         }
@@ -198,7 +202,8 @@ impl Connection {
         if let Some(d) = self.st.delay_until {
             t = t.min(d);
         }
-        if !self.pending.is_empty() {
+        // Locks of other connections can go away at any time: poll for those.
+        if self.pending.iter().any(|p| matches!(p.work, AsyncWork::Lock(_))) {
             t = t.min(self.last_retry + RETRY_INTERVAL);
         }
         Some(t)

@@ -35,6 +35,7 @@ pub type HResult = Result<NtStatus, NtStatus>;
 /// `ctx.go_async` and returns `Ok(NtStatus::PENDING)`.
 pub enum AsyncWork {
     Lock(cmd::lock::Blocked),
+    Notify(cmd::change_notify::Watch),
 }
 
 /// What a handler sees: the connection, the session/tree the request is
@@ -152,7 +153,7 @@ pub static TABLE: [CommandSpec; 19] = [
     spec(Command::CANCEL, 4, false, false, not_supported),
     spec(Command::ECHO, 4, false, false, cmd::echo::handle),
     spec(Command::QUERY_DIRECTORY, 33, true, true, cmd::query_directory::handle),
-    spec(Command::CHANGE_NOTIFY, 32, true, true, not_supported),
+    spec(Command::CHANGE_NOTIFY, 32, true, true, cmd::change_notify::handle),
     spec(Command::QUERY_INFO, 41, true, true, cmd::query_info::handle),
     spec(Command::SET_INFO, 33, true, true, cmd::set_info::handle),
     spec(Command::OPLOCK_BREAK, 24, true, true, not_supported),
@@ -173,6 +174,9 @@ struct Chain {
     file_id: Option<FileId>,
     /// A failed CREATE fails the related elements after it with its status.
     create_failed: Option<NtStatus>,
+    /// The previous element named a session and tree that exist; a related
+    /// element after one that did not (or heading the chain) is invalid.
+    valid: bool,
 }
 
 /// Process one plaintext message (possibly a compound). `enc` is the
@@ -181,7 +185,7 @@ pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<
     let prefix = 4 + if enc.is_some() { TRANSFORM_HEADER_LEN } else { 0 };
     let mut out = Vec::with_capacity(prefix + 1024);
     out.resize(prefix, 0);
-    let mut chain = Chain::default();
+    let mut chain = Chain { valid: false, ..Chain::default() };
     let mut starts: Vec<(usize, Option<u64>)> = Vec::new();
     let mut off = 0usize;
     for n in 0.. {
@@ -296,10 +300,17 @@ fn element(
         now,
         go_async: None,
     };
+    //= MS-SMB2 3.3.5.2.7.2
+    //# a related operation takes the session, tree and file of the previous
+    //# one; the first operation of a compound cannot be related (Windows and
+    //# Samba answer STATUS_INVALID_PARAMETER, as smbtorture smb2.compound.invalid1 checks).
     let result = match (related, chain.create_failed) {
+        (true, _) if !chain.valid => Err(NtStatus::INVALID_PARAMETER),
         (true, Some(st)) => Err(st),
         _ => check(&mut ctx, elem).and_then(|spec| (spec.handler)(&mut ctx, &Req { hdr, msg: elem })),
     };
+    let lookup_failed = matches!(result, Err(NtStatus::USER_SESSION_DELETED | NtStatus::NETWORK_NAME_DELETED))
+        || (related && !chain.valid);
     let Ctx { session_id, tree_id, related_file_id, go_async, .. } = ctx;
     let mut status = match result {
         Ok(s) => s,
@@ -312,6 +323,7 @@ fn element(
     if out.len() == header_start + HEADER_LEN {
         encode_error_body(out, &[]);
     }
+    chain.valid = !lookup_failed;
     chain.session_id = session_id;
     chain.tree_id = tree_id;
     chain.file_id = related_file_id;
@@ -333,6 +345,14 @@ fn element(
         signature: [0; 16],
     };
     let go_async = match go_async {
+        //= MS-SMB2 3.3.4.2 (and <159>): an operation that would go async in
+        //= the middle of a compound fails with STATUS_INTERNAL_ERROR, as Windows does.
+        Some(_) if hdr.next_command != 0 => {
+            status = NtStatus::INTERNAL_ERROR;
+            out.truncate(header_start + HEADER_LEN);
+            encode_error_body(out, &[]);
+            None
+        }
         // Bound what a peer can park on the server (limits.max_outstanding).
         Some(_) if c.pending.len() >= c.st.server.config.limits.max_outstanding => {
             status = NtStatus::INSUFFICIENT_RESOURCES;
@@ -451,14 +471,18 @@ fn cancel(c: &mut Connection, hdr: &Header) {
     });
     if let Some(i) = pos {
         let p = c.pending.remove(i);
-        let AsyncWork::Lock(b) = &p.work;
-        cmd::lock::cancel(&mut c.st, b);
+        if let AsyncWork::Lock(b) = &p.work {
+            cmd::lock::cancel(&mut c.st, b);
+        }
         complete(c, p, Err(NtStatus::CANCELLED), Vec::new());
     }
 }
 
 /// Retry blocked operations; finished ones get their final response.
 pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
+    // Requests of a session that logged off are dropped unanswered.
+    let sessions = &c.st.sessions;
+    c.pending.retain(|p| sessions.contains_key(&p.session_id));
     let mut i = 0;
     while i < c.pending.len() {
         let mut body = Vec::new();
@@ -479,6 +503,7 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
         ctx.out.resize(HEADER_LEN, 0);
         let done = match &mut p.work {
             AsyncWork::Lock(b) => cmd::lock::retry(&mut ctx, b),
+            AsyncWork::Notify(w) => cmd::change_notify::retry(&mut ctx, w),
         };
         match done {
             Some(result) => {

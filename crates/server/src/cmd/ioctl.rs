@@ -25,6 +25,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 pub const MAX_CHUNKS: u32 = 256;
 pub const MAX_CHUNK_SIZE: u32 = 1024 * 1024;
 pub const MAX_COPY_DATA: u32 = 16 * 1024 * 1024;
+/// Access that lets an SMB2 open read data.
+const READ_ACCESS: u32 = access::FILE_READ_DATA | access::FILE_EXECUTE;
 /// Link speed reported for the one network interface, in bit/s.
 const LINK_SPEED: u64 = 10_000_000_000;
 
@@ -51,6 +53,20 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     ctx.check_charge(sent.max(asked).min(u64::from(u32::MAX)) as u32)?;
 
     let ipc = matches!(ctx.tree()?.share.kind, ShareKind::Ipc);
+    //= MS-SMB2 3.3.5.15
+    //# FSCTLs not addressed to an open (validate negotiate, network
+    //# interfaces, DFS referrals) carry FileId 0xFFFFFFFFFFFFFFFF twice;
+    //# any other FileId is STATUS_INVALID_PARAMETER (smbtorture bug14788).
+    let no_file = matches!(
+        r.ctl_code,
+        fsctl::VALIDATE_NEGOTIATE_INFO
+            | fsctl::QUERY_NETWORK_INTERFACE_INFO
+            | fsctl::DFS_GET_REFERRALS
+            | fsctl::DFS_GET_REFERRALS_EX
+    );
+    if no_file && r.file_id != FileId::RELATED {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
     let mut out = Vec::new();
     let status = match r.ctl_code {
         fsctl::VALIDATE_NEGOTIATE_INFO => validate_negotiate(ctx, &r, &mut out)?,
@@ -97,6 +113,11 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
                     encode_resume_key(out, &resume_key(o.file_id, connection));
                     Ok(NtStatus::SUCCESS)
                 }
+                //= MS-FSCC 2.3.67
+                //# A file system without compression answers
+                //# FSCTL_SET_COMPRESSION with STATUS_NOT_SUPPORTED
+                //# (smbtorture smb2.ioctl.compress_notsup_set).
+                fsctl::SET_COMPRESSION => Err(NtStatus::NOT_SUPPORTED),
                 //= MS-FSCC 2.3.31
                 //# A file that is not a reparse point: STATUS_NOT_A_REPARSE_POINT.
                 fsctl::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),
@@ -178,12 +199,11 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
     let Some(dst) = target.handle() else { return Err(NtStatus::INVALID_DEVICE_REQUEST) };
     //# The target needs FILE_WRITE_DATA, and for FSCTL_SRV_COPYCHUNK
     //# FILE_READ_DATA too, else STATUS_ACCESS_DENIED.
-    let need = if r.ctl_code == fsctl::SRV_COPYCHUNK {
-        access::FILE_WRITE_DATA | access::FILE_READ_DATA
-    } else {
-        access::FILE_WRITE_DATA
-    };
-    if target.access & need != need {
+    //# (Reading over SMB2 is allowed with FILE_READ_DATA or FILE_EXECUTE,
+    //# as Windows and Samba check it.)
+    if target.access & access::FILE_WRITE_DATA == 0
+        || (r.ctl_code == fsctl::SRV_COPYCHUNK && target.access & READ_ACCESS == 0)
+    {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let req = match CopyChunkRequest::decode(r.input, MAX_CHUNKS as usize) {
@@ -202,7 +222,7 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
     //# if none, STATUS_ACCESS_DENIED without FILE_READ_DATA.
     let source = source_open(ctx, &req.source_key).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
     let Some(src) = source.handle() else { return Err(NtStatus::OBJECT_NAME_NOT_FOUND) };
-    if source.access & access::FILE_READ_DATA == 0 {
+    if source.access & READ_ACCESS == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if src.is_dir || dst.is_dir {
@@ -221,7 +241,7 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
         let size = src.stat().map_err(NtStatus::from)?.size;
         //# A source range past the end of the file fails with
         //# STATUS_INVALID_VIEW_SIZE (MS-FSA 2.1.5.9.18, as Windows answers).
-        if c.source_offset.checked_add(len).map_or(true, |end| end > size) || c.target_offset.checked_add(len).is_none() {
+        if c.source_offset.checked_add(len).filter(|&end| end <= size).is_none() || c.target_offset.checked_add(len).is_none() {
             status = NtStatus::INVALID_VIEW_SIZE;
             break;
         }
@@ -308,4 +328,361 @@ fn network_interfaces(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &
     }
     encode_network_interface(out, 1, 0, LINK_SPEED, addr);
     Ok(NtStatus::SUCCESS)
+}
+
+/// A connection with a negotiated dialect, one valid session (id 1) with
+/// tree 1 on a temporary disk share and tree 2 on IPC$, and handlers
+/// called directly: for IOCTL and LOCK tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod harness {
+    use crate::config::{EncryptPolicy, ServerConfig, ShareConfig};
+    use crate::connection::{Connection, Negotiated, TransportInfo, TransportKind};
+    use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+    use crate::open::{access, Open, OpenKind};
+    use crate::session::{Session, SessionState};
+    use crate::tree::Tree;
+    use crate::Server;
+    use smbq_auth::{ServerAuth, TargetInfo, UserDb};
+    use smbq_crypto::{PreauthHash, SigningAlgorithm};
+    use smbq_vfs::{Disposition, Kind, OpenOptions};
+    use smbq_wire::{Dialect, FileId, Header};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    pub struct H {
+        pub conn: Connection,
+        pub dir: tempfile::TempDir,
+    }
+
+    pub const DISK: u32 = 1;
+    pub const IPC: u32 = 2;
+
+    pub fn new() -> H {
+        let dir = tempfile::tempdir().unwrap();
+        let share = ShareConfig { name: "data".into(), path: dir.path().into(), read_only: false, encrypt: EncryptPolicy::Off };
+        let cfg = ServerConfig { shares: vec![share], ..Default::default() };
+        let server = Arc::new(Server::new(cfg, UserDb::new()).unwrap());
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: Some("127.0.0.1:50000".parse().unwrap()), secure: false };
+        let mut conn = Connection::new(server.clone(), info, Instant::now());
+        conn.st.neg = Some(Negotiated {
+            dialect: Dialect::SMB302,
+            client_guid: [7; 16],
+            client_capabilities: 0x7f,
+            client_security_mode: 1,
+            cipher: None,
+            signing: SigningAlgorithm::AesCmac,
+            max_io: 8 << 20,
+            transport_security: false,
+        });
+        let target = TargetInfo {
+            netbios_computer: "SMBQ".into(),
+            netbios_domain: "WORKGROUP".into(),
+            dns_computer: "smbq".into(),
+            dns_domain: String::new(),
+        };
+        let mut s = Session::new(1, ServerAuth::new(target, 0), PreauthHash::new());
+        s.state = SessionState::Valid;
+        for (id, name) in [(DISK, "data"), (IPC, "IPC$")] {
+            let share = server.share(name).unwrap();
+            s.trees.insert(id, Tree { id, share, encrypt: false, maximal_access: access::FILE_ALL });
+        }
+        conn.st.sessions.insert(1, s);
+        H { conn, dir }
+    }
+
+    impl H {
+        /// Open (creating) `name` on the disk share with `granted` access.
+        pub fn open(&mut self, name: &str, granted: u32) -> FileId {
+            let share = self.conn.st.server.share("data").unwrap();
+            let opts = OpenOptions { disposition: Disposition::OpenIf, kind: Kind::NonDirectory, read: true, write: true };
+            let (h, _) = share.fs().unwrap().open(name, &opts).unwrap();
+            let file_key = h.stat().unwrap().file_id;
+            self.insert(DISK, share, OpenKind::File(h), granted, file_key)
+        }
+
+        pub fn open_pipe(&mut self) -> FileId {
+            let share = self.conn.st.server.share("IPC$").unwrap();
+            let pipe = crate::rpc::Pipe::open("srvsvc", &self.conn.st.server).unwrap();
+            self.insert(IPC, share, OpenKind::Pipe(pipe), access::FILE_ALL, 0)
+        }
+
+        fn insert(&mut self, tree_id: u32, share: Arc<crate::server::Share>, kind: OpenKind, granted: u32, file_key: u64) -> FileId {
+            let v = self.conn.st.volatile_id();
+            let file_id = FileId { persistent: v + 1000, volatile: v };
+            let open = Open {
+                file_id,
+                session_id: 1,
+                tree_id,
+                share,
+                kind,
+                path: String::new(),
+                access: granted,
+                share_access: 7,
+                create_options: 0,
+                file_key,
+                delete_on_close: false,
+                dir: None,
+                lock_sequences: [0; 65],
+            };
+            self.conn.st.opens.insert(v, open);
+            file_id
+        }
+
+        /// Run `handler` on `body`; returns its result, the response body
+        /// and any async work it queued.
+        pub fn call(
+            &mut self,
+            tree_id: u32,
+            handler: fn(&mut Ctx<'_>, &Req<'_>) -> HResult,
+            body: &[u8],
+        ) -> (HResult, Vec<u8>, Option<AsyncWork>) {
+            let hdr = Header { session_id: 1, tree_id, credit_charge: 1, ..Default::default() };
+            let mut msg = vec![0u8; 64];
+            msg.extend_from_slice(body);
+            let mut out = vec![0u8; 64];
+            let mut ctx = Ctx {
+                conn: &mut self.conn.st,
+                hdr: &hdr,
+                session_id: 1,
+                tree_id,
+                related_file_id: None,
+                encrypted: false,
+                out: &mut out,
+                header_start: 0,
+                now: Instant::now(),
+                go_async: None,
+            };
+            let r = handler(&mut ctx, &Req { hdr: &hdr, msg: &msg });
+            let work = ctx.go_async.take();
+            (r, out.split_off(64), work)
+        }
+
+        /// Run `f` with a context as the dispatcher builds it for retries.
+        pub fn with_ctx<T>(&mut self, f: impl FnOnce(&mut Ctx<'_>) -> T) -> (T, Vec<u8>) {
+            let hdr = Header { session_id: 1, tree_id: DISK, ..Default::default() };
+            let mut out = vec![0u8; 64];
+            let mut ctx = Ctx {
+                conn: &mut self.conn.st,
+                hdr: &hdr,
+                session_id: 1,
+                tree_id: DISK,
+                related_file_id: None,
+                encrypted: false,
+                out: &mut out,
+                header_start: 0,
+                now: Instant::now(),
+                go_async: None,
+            };
+            let t = f(&mut ctx);
+            (t, out.split_off(64))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::harness::{self, DISK, IPC};
+    use super::*;
+    use crate::files::{ByteLock, OpenOwner};
+    use smbq_wire::ioctl::{Chunk, COPYCHUNK_RESPONSE_LEN};
+
+    fn ioctl(h: &mut harness::H, tree: u32, ctl_code: u32, fid: FileId, input: &[u8], max_out: u32) -> (HResult, Vec<u8>) {
+        let mut body = Vec::new();
+        IoctlRequest { ctl_code, file_id: fid, input, max_input_response: 0, output_count: 0, max_output_response: max_out, flags: IS_FSCTL }
+            .encode(&mut body);
+        let (r, out, _) = h.call(tree, handle, &body);
+        (r, out)
+    }
+
+    /// The output buffer of an IOCTL response body.
+    fn output(body: &[u8]) -> &[u8] {
+        let off = u32::from_le_bytes(body[32..36].try_into().unwrap()) as usize - 64;
+        let len = u32::from_le_bytes(body[36..40].try_into().unwrap()) as usize;
+        &body[off..off + len]
+    }
+
+    #[test]
+    fn flags_must_be_fsctl() {
+        let mut h = harness::new();
+        let mut body = Vec::new();
+        IoctlRequest { ctl_code: fsctl::GET_COMPRESSION, file_id: FileId::RELATED, input: &[], max_input_response: 0, output_count: 0, max_output_response: 8, flags: 0 }
+            .encode(&mut body);
+        assert_eq!(h.call(DISK, handle, &body).0, Err(NtStatus::NOT_SUPPORTED));
+        let (r, _) = ioctl(&mut h, DISK, fsctl::GET_COMPRESSION, FileId::RELATED, &[], 16 << 20);
+        assert_eq!(r, Err(NtStatus::INVALID_PARAMETER));
+    }
+
+    #[test]
+    fn validate_negotiate_info() {
+        let mut h = harness::new();
+        let mut v = ValidateNegotiateRequest {
+            capabilities: 0x7f,
+            guid: [7; 16],
+            security_mode: 1,
+            dialects: vec![Dialect::SMB202, Dialect::SMB210, Dialect::SMB300, Dialect::SMB302],
+        };
+        let mut input = Vec::new();
+        v.encode(&mut input);
+        let (r, body) = ioctl(&mut h, IPC, fsctl::VALIDATE_NEGOTIATE_INFO, FileId::RELATED, &input, 24);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        let out = output(&body);
+        assert_eq!(out.len(), 24);
+        assert_eq!(&out[..4], &(caps::LARGE_MTU | caps::ENCRYPTION).to_le_bytes());
+        assert_eq!(&out[4..20], &h.conn.st.server.guid);
+        assert_eq!(&out[20..], &[1, 0, 0x02, 0x03]);
+        let (r, _) = ioctl(&mut h, IPC, fsctl::VALIDATE_NEGOTIATE_INFO, FileId::RELATED, &input, 23);
+        assert_eq!(r, Err(NtStatus::BUFFER_TOO_SMALL));
+        assert_eq!(ioctl(&mut h, IPC, fsctl::VALIDATE_NEGOTIATE_INFO, FileId::RELATED, &input[..20], 24).0, Err(NtStatus::INVALID_PARAMETER));
+        // Any difference from NEGOTIATE (a downgraded dialect list here).
+        v.dialects.pop();
+        let mut input = Vec::new();
+        v.encode(&mut input);
+        let (r, _) = ioctl(&mut h, IPC, fsctl::VALIDATE_NEGOTIATE_INFO, FileId::RELATED, &input, 24);
+        assert_eq!(r, Err(NtStatus::ACCESS_DENIED));
+    }
+
+    #[test]
+    fn network_interface_dfs_and_unknown() {
+        let mut h = harness::new();
+        let (r, body) = ioctl(&mut h, IPC, fsctl::QUERY_NETWORK_INTERFACE_INFO, FileId::RELATED, &[], 65536);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        assert_eq!(&output(&body)[24..32], &[2, 0, 0, 0, 127, 0, 0, 1]);
+        let real = FileId { persistent: 1, volatile: 1 };
+        for code in [fsctl::QUERY_NETWORK_INTERFACE_INFO, fsctl::VALIDATE_NEGOTIATE_INFO, fsctl::DFS_GET_REFERRALS] {
+            assert_eq!(ioctl(&mut h, IPC, code, real, &[], 65536).0, Err(NtStatus::INVALID_PARAMETER));
+        }
+        let (r, _) = ioctl(&mut h, IPC, fsctl::DFS_GET_REFERRALS, FileId::RELATED, &[4, 0, 0, 0], 65536);
+        assert_eq!(r, Err(NtStatus::FS_DRIVER_REQUIRED));
+        let (r, _) = ioctl(&mut h, DISK, fsctl::DFS_GET_REFERRALS_EX, FileId::RELATED, &[4, 0, 0, 0], 65536);
+        assert_eq!(r, Err(NtStatus::INVALID_DEVICE_REQUEST));
+        let f = h.open("a.txt", access::FILE_ALL);
+        assert_eq!(ioctl(&mut h, DISK, 0x0009_0000, f, &[], 64).0, Err(NtStatus::INVALID_DEVICE_REQUEST));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::GET_REPARSE_POINT, f, &[], 64).0, Err(NtStatus::NOT_A_REPARSE_POINT));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_COMPRESSION, f, &[0, 0], 64).0, Err(NtStatus::NOT_SUPPORTED));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::PIPE_TRANSCEIVE, f, &[1], 64).0, Err(NtStatus::INVALID_DEVICE_REQUEST));
+        let (r, body) = ioctl(&mut h, DISK, fsctl::GET_COMPRESSION, f, &[], 2);
+        assert_eq!((r, output(&body)), (Ok(NtStatus::SUCCESS), &[0u8, 0][..]));
+        // A FileId of another tree is closed to this one.
+        assert_eq!(ioctl(&mut h, IPC, fsctl::GET_COMPRESSION, f, &[], 2).0, Err(NtStatus::FILE_CLOSED));
+        let p = h.open_pipe();
+        assert_eq!(ioctl(&mut h, IPC, 0x0009_0000, p, &[], 64).0, Err(NtStatus::FS_DRIVER_REQUIRED));
+    }
+
+    #[test]
+    fn allocated_ranges() {
+        let mut h = harness::new();
+        std::fs::write(h.dir.path().join("r.bin"), [1u8; 1000]).unwrap();
+        let f = h.open("r.bin", access::FILE_ALL);
+        let q = |o: u64, l: u64| [o.to_le_bytes(), l.to_le_bytes()].concat();
+        let (r, body) = ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &q(100, 10_000), 64);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        assert_eq!(output(&body), &q(100, 900)[..]);
+        let (_, body) = ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &q(2000, 10), 64);
+        assert!(output(&body).is_empty());
+        assert_eq!(ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &q(0, 10), 8).0, Err(NtStatus::BUFFER_TOO_SMALL));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &q(u64::MAX, 1), 64).0, Err(NtStatus::INVALID_PARAMETER));
+    }
+
+    #[test]
+    fn pipe_transceive_overflow() {
+        let mut h = harness::new();
+        let p = h.open_pipe();
+        // BIND for srvsvc over NDR: its BIND_ACK (68 bytes) in 20-byte reads.
+        let mut bind = vec![5, 0, 11, 3, 0x10, 0, 0, 0, 72, 0, 0, 0, 1, 0, 0, 0, 0xb8, 0x10, 0xb8, 0x10, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0];
+        bind.extend_from_slice(&[0xc8, 0x4f, 0x32, 0x4b, 0x70, 0x16, 0xd3, 0x01, 0x12, 0x78, 0x5a, 0x47, 0xbf, 0x6e, 0xe1, 0x88, 3, 0, 0, 0]);
+        bind.extend_from_slice(&[0x04, 0x5d, 0x88, 0x8a, 0xeb, 0x1c, 0xc9, 0x11, 0x9f, 0xe8, 0x08, 0x00, 0x2b, 0x10, 0x48, 0x60, 2, 0, 0, 0]);
+        let (r, body) = ioctl(&mut h, IPC, fsctl::PIPE_TRANSCEIVE, p, &bind, 20);
+        assert_eq!(r, Ok(NtStatus::BUFFER_OVERFLOW));
+        let first = output(&body);
+        assert_eq!(first.len(), 20);
+        assert_eq!(&first[..4], &[5, 0, 12, 3]);
+    }
+
+    fn cc_input(key: &[u8], chunks: &[Chunk]) -> Vec<u8> {
+        let mut v = Vec::new();
+        CopyChunkRequest { source_key: key.try_into().unwrap(), chunks: chunks.to_vec() }.encode(&mut v);
+        v
+    }
+
+    fn cc_response(body: &[u8]) -> CopyChunkResponse {
+        CopyChunkResponse::decode(output(body)).unwrap()
+    }
+
+    #[test]
+    fn copychunk() {
+        let mut h = harness::new();
+        let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(h.dir.path().join("src"), &data).unwrap();
+        let src = h.open("src", access::FILE_ALL);
+        let dst = h.open("dst", access::FILE_ALL);
+        let (r, body) = ioctl(&mut h, DISK, fsctl::SRV_REQUEST_RESUME_KEY, src, &[], 32);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        let out = output(&body).to_vec();
+        assert_eq!(out.len(), 32);
+        let key = &out[..24];
+
+        let chunks = [
+            Chunk { source_offset: 0, target_offset: 4096, length: 4096 },
+            Chunk { source_offset: 4096, target_offset: 0, length: 4096 },
+        ];
+        let (r, body) = ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(key, &chunks), 12);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        assert_eq!(cc_response(&body), CopyChunkResponse { chunks_written: 2, chunk_bytes_written: 0, total_bytes_written: 8192 });
+        let copied = std::fs::read(h.dir.path().join("dst")).unwrap();
+        assert_eq!(&copied[4096..], &data[..4096]);
+        assert_eq!(&copied[..4096], &data[4096..]);
+
+        // Overlapping copy within the source file itself.
+        let overlap = [Chunk { source_offset: 0, target_offset: 100, length: 1000 }];
+        let (r, _) = ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK, src, &cc_input(key, &overlap), 12);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        assert_eq!(&std::fs::read(h.dir.path().join("src")).unwrap()[100..1100], &data[..1000]);
+
+        // Limits: an oversized chunk, an empty one, too many chunks.
+        let limits = CopyChunkResponse { chunks_written: 256, chunk_bytes_written: 1 << 20, total_bytes_written: 16 << 20 };
+        for bad in [
+            cc_input(key, &[Chunk { source_offset: 0, target_offset: 0, length: (1 << 20) + 1 }]),
+            cc_input(key, &[Chunk { source_offset: 0, target_offset: 0, length: 0 }]),
+            cc_input(key, &[Chunk { source_offset: 0, target_offset: 0, length: 1 }; 257]),
+            cc_input(key, &[Chunk { source_offset: 0, target_offset: 0, length: 1 << 20 }; 17]),
+        ] {
+            let (r, body) = ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &bad, 12);
+            assert_eq!(r, Ok(NtStatus::INVALID_PARAMETER));
+            assert_eq!(cc_response(&body), limits);
+        }
+        let one = [Chunk { source_offset: 0, target_offset: 0, length: 10 }];
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(key, &one), 11).0, Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &[0; 31], 12).0, Err(NtStatus::INVALID_PARAMETER));
+
+        // A bad key; a key of an open without read access; a target without write.
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(&[9; 24], &one), 12).0, Err(NtStatus::OBJECT_NAME_NOT_FOUND));
+        let wo = h.open("src", access::FILE_WRITE_DATA);
+        let (_, body) = ioctl(&mut h, DISK, fsctl::SRV_REQUEST_RESUME_KEY, wo, &[], 32);
+        let wo_key = output(&body)[..24].to_vec();
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(&wo_key, &one), 12).0, Err(NtStatus::ACCESS_DENIED));
+        let ro = h.open("dst", access::FILE_READ_DATA);
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, ro, &cc_input(key, &one), 12).0, Err(NtStatus::ACCESS_DENIED));
+        // Execute access reads too.
+        let xo = h.open("src", access::FILE_EXECUTE);
+        let (_, body) = ioctl(&mut h, DISK, fsctl::SRV_REQUEST_RESUME_KEY, xo, &[], 32);
+        let xo_key = output(&body)[..24].to_vec();
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(&xo_key, &one), 12).0, Ok(NtStatus::SUCCESS));
+        // COPYCHUNK (not _WRITE) needs read access on the target too.
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK, wo, &cc_input(key, &one), 12).0, Err(NtStatus::ACCESS_DENIED));
+
+        // Second chunk past the source's end: the first is reported done.
+        let exceed = [one[0], Chunk { source_offset: 8000, target_offset: 0, length: 1000 }];
+        let (r, body) = ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(key, &exceed), 12);
+        assert_eq!(r, Ok(NtStatus::INVALID_VIEW_SIZE));
+        assert_eq!(cc_response(&body), CopyChunkResponse { chunks_written: 1, chunk_bytes_written: 0, total_bytes_written: 10 });
+
+        // A byte-range lock of another open on the source range.
+        let key_no = h.conn.st.opens[&src.volatile].file_key;
+        let other = OpenOwner { connection: 99, volatile: 1 };
+        h.conn.st.server.lock_files().entry(key_no).locks.push(ByteLock { owner: other, offset: 5, length: 1, exclusive: true });
+        let (r, body) = ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(key, &one), 12);
+        assert_eq!(r, Ok(NtStatus::FILE_LOCK_CONFLICT));
+        assert_eq!(output(&body).len(), COPYCHUNK_RESPONSE_LEN);
+    }
 }

@@ -421,4 +421,49 @@ mod tests {
         assert!(!io_conflict(&excl, B, 0, 100, false));
         assert!(!io_conflict(&excl, B, 150, 0, true));
     }
+
+    /// The handler end to end: FAIL_IMMEDIATELY conflicts, a blocking lock
+    /// going async and being granted by a retry after the unlock, and a
+    /// blocked lock whose open was closed.
+    #[test]
+    fn handler_blocking_flow() {
+        use crate::cmd::ioctl::harness::{self, DISK};
+        use crate::dispatch::AsyncWork;
+        let mut h = harness::new();
+        let h1 = h.open("l.txt", access::FILE_ALL);
+        let h2 = h.open("l.txt", access::FILE_ALL);
+        let req = |fid: FileId, locks: Vec<LockElement>| {
+            let mut b = Vec::new();
+            LockRequest { lock_sequence: 0, file_id: fid, locks }.encode(&mut b);
+            b
+        };
+        let (r, body, _) = h.call(DISK, handle, &req(h1, vec![el(100, 50, flags::EXCLUSIVE)]));
+        assert_eq!((r, body), (Ok(NtStatus::SUCCESS), vec![4, 0, 0, 0]));
+        let (r, _, _) = h.call(DISK, handle, &req(h2, vec![el(120, 1, SH)]));
+        assert_eq!(r, Err(NtStatus::LOCK_NOT_GRANTED));
+        let (r, _, work) = h.call(DISK, handle, &req(h2, vec![el(100, 50, flags::EXCLUSIVE)]));
+        assert_eq!(r, Ok(NtStatus::PENDING));
+        let Some(AsyncWork::Lock(mut b)) = work else { panic!("no async work") };
+        assert!(h.with_ctx(|ctx| retry(ctx, &mut b)).0.is_none());
+        // Unlocking the pending (not granted) range fails.
+        assert_eq!(h.call(DISK, handle, &req(h2, vec![el(100, 50, flags::UNLOCK)])).0, Err(NtStatus::RANGE_NOT_LOCKED));
+        assert_eq!(h.call(DISK, handle, &req(h1, vec![el(100, 50, flags::UNLOCK)])).0, Ok(NtStatus::SUCCESS));
+        let (done, body) = h.with_ctx(|ctx| retry(ctx, &mut b));
+        assert_eq!(done, Some(Ok(NtStatus::SUCCESS)));
+        assert_eq!(body, vec![4, 0, 0, 0]);
+        assert_eq!(h.call(DISK, handle, &req(h1, vec![el(100, 1, SH)])).0, Err(NtStatus::LOCK_NOT_GRANTED));
+
+        // h1 waits on h2's lock, then h1 is closed: RANGE_NOT_LOCKED.
+        let (_, _, work) = h.call(DISK, handle, &req(h1, vec![el(100, 50, flags::SHARED)]));
+        let Some(AsyncWork::Lock(mut b)) = work else { panic!("no async work") };
+        h.conn.st.opens.remove(&h1.volatile);
+        assert_eq!(h.with_ctx(|ctx| retry(ctx, &mut b)).0, Some(Err(NtStatus::RANGE_NOT_LOCKED)));
+
+        // Bad requests.
+        assert_eq!(h.call(DISK, handle, &req(h2, vec![el(0, 1, 0)])).0, Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(h.call(DISK, handle, &req(h2, vec![el(u64::MAX, 2, EX)])).0, Err(INVALID_LOCK_RANGE));
+        assert_eq!(h.call(DISK, handle, &req(h1, vec![el(0, 1, EX)])).0, Err(NtStatus::FILE_CLOSED));
+        let ro = h.open("l.txt", access::FILE_READ_ATTRIBUTES);
+        assert_eq!(h.call(DISK, handle, &req(ro, vec![el(0, 1, EX)])).0, Err(NtStatus::ACCESS_DENIED));
+    }
 }

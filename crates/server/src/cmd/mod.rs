@@ -1,6 +1,7 @@
 //! One module per SMB2 command (MS-SMB2 3.3.5.x). Each `handle` runs after
 //! `dispatch` has checked the command's preconditions.
 
+pub mod change_notify;
 pub mod close;
 pub mod create;
 pub mod echo;

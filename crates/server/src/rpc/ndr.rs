@@ -108,6 +108,7 @@ impl<'a> Reader<'a> {
         utf16le(b)
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }

@@ -1,6 +1,7 @@
 //! The srvsvc interface (MS-SRVS), the operations clients use to list
 //! shares and name the server: NetrShareEnum (opnum 15, levels 0 and 1),
-//! NetrShareGetInfo (16, levels 0 and 1) and NetrServerGetInfo (21,
+//! NetrShareEnumSticky (36, the same without the special `$` shares, as
+//! Samba answers it), NetrShareGetInfo (16, levels 0 and 1) and NetrServerGetInfo (21,
 //! levels 100 and 101). Requests and responses are NDR stub data.
 
 use super::ndr::{Reader, Writer};
@@ -13,6 +14,7 @@ pub const SYNTAX: [u8; 20] = [
 ];
 
 pub const OP_SHARE_ENUM: u16 = 15;
+pub const OP_SHARE_ENUM_STICKY: u16 = 36;
 pub const OP_SHARE_GET_INFO: u16 = 16;
 pub const OP_SERVER_GET_INFO: u16 = 21;
 
@@ -48,7 +50,8 @@ impl Srvsvc {
     /// implemented here (the caller faults with nca_op_rng_error).
     pub fn call(&self, opnum: u16, stub: &[u8]) -> Option<Result<Vec<u8>, DecodeError>> {
         match opnum {
-            OP_SHARE_ENUM => Some(self.share_enum(stub)),
+            OP_SHARE_ENUM => Some(self.share_enum(stub, false)),
+            OP_SHARE_ENUM_STICKY => Some(self.share_enum(stub, true)),
             OP_SHARE_GET_INFO => Some(self.share_get_info(stub)),
             OP_SERVER_GET_INFO => Some(self.server_get_info(stub)),
             _ => None,
@@ -58,8 +61,9 @@ impl Srvsvc {
     /// NetrShareEnum (MS-SRVS 3.1.4.8): `[in, string, unique] ServerName,
     /// [in, out] SHARE_ENUM_STRUCT* InfoStruct, [in] PreferedMaximumLength,
     /// [out] TotalEntries, [in, out, unique] ResumeHandle`. All entries
-    /// fit in one answer (PreferedMaximumLength is advisory).
-    fn share_enum(&self, stub: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    /// fit in one answer (PreferedMaximumLength is advisory). `sticky`
+    /// leaves out shares whose name ends in `$`.
+    fn share_enum(&self, stub: &[u8], sticky: bool) -> Result<Vec<u8>, DecodeError> {
         let mut r = Reader::new(stub);
         server_name(&mut r)?;
         let level = r.u32()?;
@@ -76,8 +80,8 @@ impl Srvsvc {
         let _prefered_max = r.u32()?;
         let resume = if r.pointer()? { Some(r.u32()?) } else { None };
 
-        let skip = resume.unwrap_or(0) as usize;
-        let shares: Vec<&ShareInfo> = self.shares.iter().skip(skip).collect();
+        let all: Vec<&ShareInfo> = self.shares.iter().filter(|s| !(sticky && s.name.ends_with('$'))).collect();
+        let shares = all.get(resume.unwrap_or(0) as usize..).unwrap_or(&[]);
         let mut w = Writer::new();
         w.u32(level);
         w.u32(level);
@@ -89,10 +93,10 @@ impl Srvsvc {
             } else {
                 w.pointer();
                 w.u32(shares.len() as u32);
-                for s in &shares {
+                for s in shares {
                     share_scalars(&mut w, level, s);
                 }
-                for s in &shares {
+                for s in shares {
                     share_buffers(&mut w, level, s);
                 }
             }
@@ -101,7 +105,7 @@ impl Srvsvc {
             w.null();
             WERR_INVALID_LEVEL
         };
-        w.u32(self.shares.len() as u32);
+        w.u32(all.len() as u32);
         if resume.is_some() {
             w.pointer();
             w.u32(0);

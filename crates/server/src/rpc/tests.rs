@@ -230,6 +230,26 @@ fn share_enum_level_1() {
     assert_eq!(p.read(100).unwrap(), (Vec::new(), false));
 }
 
+/// NetrShareEnumSticky leaves IPC$ out; a resume handle skips entries.
+#[test]
+fn share_enum_sticky_and_resume() {
+    let mut p = pipe_with(shares());
+    bind(&mut p, 4280);
+    let first = p.transceive(&request(2, 0, 36, &share_enum_stub(1, None), 3), 4280).unwrap();
+    let (stub, _) = read_response(&mut p, first);
+    let (_, got, total, status) = decode_share_enum(&stub);
+    assert_eq!((total, status), (1, 0));
+    assert_eq!(got, shares()[..1]);
+    let first = p.transceive(&request(3, 0, 15, &share_enum_stub(1, Some(1)), 3), 4280).unwrap();
+    let (stub, _) = read_response(&mut p, first);
+    let (_, got, total, _) = decode_share_enum(&stub);
+    assert_eq!(total, 2);
+    assert_eq!(got, shares()[1..]);
+    let first = p.transceive(&request(4, 0, 15, &share_enum_stub(1, Some(9)), 3), 4280).unwrap();
+    let (stub, _) = read_response(&mut p, first);
+    assert!(decode_share_enum(&stub).1.is_empty());
+}
+
 #[test]
 fn share_enum_level_0_and_bad_level() {
     let mut p = pipe_with(shares());
