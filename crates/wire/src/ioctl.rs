@@ -27,6 +27,7 @@ pub mod fsctl {
     pub const QUERY_NETWORK_INTERFACE_INFO: u32 = 0x0014_01FC;
     pub const VALIDATE_NEGOTIATE_INFO: u32 = 0x0014_0204;
     pub const GET_COMPRESSION: u32 = 0x0009_003C;
+    pub const SET_COMPRESSION: u32 = 0x0009_C040;
     pub const GET_REPARSE_POINT: u32 = 0x0009_00A8;
     pub const QUERY_ALLOCATED_RANGES: u32 = 0x0009_40CF;
 }
@@ -185,11 +186,14 @@ pub fn encode_network_interface(out: &mut Vec<u8>, if_index: u32, capability: u3
     out.resize(start + NETWORK_INTERFACE_INFO_LEN, 0);
 }
 
-/// SRV_REQUEST_RESUME_KEY response (2.2.32.3): the key and ContextLength 0.
-pub const RESUME_KEY_RESPONSE_LEN: usize = 28;
+/// SRV_REQUEST_RESUME_KEY response (2.2.32.3): the key, ContextLength 0
+/// and 4 zero bytes of Context, 32 bytes as Windows sends it (Samba's
+/// client decodes exactly that).
+pub const RESUME_KEY_RESPONSE_LEN: usize = 32;
 
 pub fn encode_resume_key(out: &mut Vec<u8>, key: &[u8; 24]) {
     out.bytes(key);
+    out.u32(0);
     out.u32(0);
 }
 

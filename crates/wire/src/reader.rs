@@ -117,12 +117,16 @@ impl Put for Vec<u8> {
         let pad = (align - self.len() % align) % align;
         self.zeros(pad)
     }
-    /// Panics if `at` is out of range: only for fields this code wrote.
+    /// Overwrite a field this code wrote earlier; out of range is ignored.
     fn set_u16(&mut self, at: usize, v: u16) {
-        self[at..at + 2].copy_from_slice(&v.to_le_bytes())
+        if let Some(f) = self.get_mut(at..at.saturating_add(2)) {
+            f.copy_from_slice(&v.to_le_bytes())
+        }
     }
     fn set_u32(&mut self, at: usize, v: u32) {
-        self[at..at + 4].copy_from_slice(&v.to_le_bytes())
+        if let Some(f) = self.get_mut(at..at.saturating_add(4)) {
+            f.copy_from_slice(&v.to_le_bytes())
+        }
     }
 }
 
@@ -131,7 +135,10 @@ pub fn utf16le(b: &[u8]) -> Result<String, DecodeError> {
     if b.len() % 2 != 0 {
         return Err(DecodeError::BadString);
     }
-    let units = b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+    let units = b.chunks_exact(2).map(|c| match c {
+        [lo, hi] => u16::from_le_bytes([*lo, *hi]),
+        _ => 0xFFFF, // chunks_exact(2) yields pairs only
+    });
     char::decode_utf16(units)
         .collect::<Result<String, _>>()
         .map_err(|_| DecodeError::BadString)
