@@ -1,0 +1,39 @@
+//! The whole server engine on arbitrary messages: one connection, each
+//! input split into messages at a 4-byte Direct TCP style length prefix.
+//! A fatal error is fine; a panic is a bug.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use smbq_auth::UserDb;
+use smbq_server::{Connection, Server, ServerConfig, ShareConfig, TransportInfo, TransportKind};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+fn server() -> Arc<Server> {
+    static S: OnceLock<(Arc<Server>, tempfile::TempDir)> = OnceLock::new();
+    S.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut c = ServerConfig::default();
+        c.limits.failed_logon_delay_ms = 0;
+        c.shares.push(ShareConfig { name: "share".into(), path: dir.path().into(), read_only: false, encrypt: Default::default() });
+        let mut users = UserDb::new();
+        users.add("alice", "secret");
+        (Arc::new(Server::new(c, users).expect("server")), dir)
+    })
+    .0
+    .clone()
+}
+
+fuzz_target!(|data: &[u8]| {
+    let info = TransportInfo { kind: TransportKind::Tcp, peer: None, secure: false };
+    let mut conn = Connection::new(server(), info, Instant::now());
+    let mut rest = data;
+    while rest.len() >= 4 {
+        let len = (u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize).min(rest.len() - 4);
+        let mut msg = rest[4..4 + len].to_vec();
+        rest = &rest[4 + len..];
+        if conn.handle_message(Instant::now(), &mut msg).is_err() {
+            break;
+        }
+        while conn.poll_transmit().is_some() {}
+    }
+});
