@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.dont_write_bytecode = True  # keep __pycache__ out of tests/e2e
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 import servers  # noqa: E402

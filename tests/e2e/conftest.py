@@ -75,10 +75,23 @@ class ServerFactory:
         keep = os.environ.get("SMBQ_E2E_KEEP") == "1" or _failed(self.item) or failures
         for srv in self.servers:
             if keep:
+                _drop_big_files(srv.share_dir)
                 print(f"\nkept {srv.name} files in {srv.workdir}", file=sys.stderr)
             else:
                 shutil.rmtree(srv.workdir, ignore_errors=True)
         return failures
+
+
+def _drop_big_files(top: Path, limit: int = 16 << 20) -> None:
+    """Kept directories keep logs and small files, not gigabytes."""
+    for dirpath, _dirs, files in os.walk(top):
+        for name in files:
+            path = Path(dirpath) / name
+            try:
+                if path.stat().st_size > limit:
+                    path.unlink()
+            except OSError:
+                pass
 
 
 @pytest.fixture

@@ -35,12 +35,13 @@ def smbclient(server, command: str | None = None, *extra: str, timeout: float = 
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def ok(server, command: str, timeout: float = 60) -> str:
-    """Run one smbclient command that must succeed."""
+def ok(server, command: str, timeout: float = 60, allow: str | None = None) -> str:
+    """Run one smbclient command that must succeed; `allow` excuses error lines containing it."""
     r = smbclient(server, command, timeout=timeout)
     out = r.stdout + r.stderr
     assert r.returncode == 0, f"smbclient -c {command!r} exited {r.returncode}:\n{out}"
-    assert "NT_STATUS_" not in out, f"smbclient -c {command!r} reported an error:\n{out}"
+    errors = [line for line in out.splitlines() if "NT_STATUS_" in line and not (allow and allow in line)]
+    assert not errors, f"smbclient -c {command!r} reported an error:\n{out}"
     return out
 
 
@@ -53,7 +54,7 @@ def sha256_file(path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def big_file(tmp_path_factory) -> tuple[Path, str]:
+def big_file(tmp_path_factory):
     """A random file of BIG bytes and its SHA-256, made once per run."""
     path = tmp_path_factory.mktemp("big") / "big.bin"
     h = hashlib.sha256()
@@ -64,7 +65,8 @@ def big_file(tmp_path_factory) -> tuple[Path, str]:
             h.update(chunk)
             f.write(chunk)
             left -= len(chunk)
-    return path, h.hexdigest()
+    yield path, h.hexdigest()
+    path.unlink()
 
 
 def test_file_operations(server, tmp_path):
@@ -87,9 +89,9 @@ def test_file_operations(server, tmp_path):
     out = ok(server, r"ls d1\*")
     assert re.search(r"^\s+moved\.txt\s+A?\s*21\s", out, re.M), out
 
-    # smbclient's allinfo starts with FileAlternateNameInformation and stops
-    # if that fails (Samba answers with the name itself).
-    out = ok(server, r"allinfo d1\moved.txt")
+    # A server without 8.3 names may refuse FileAlternateNameInformation
+    # (Windows does); smbclient then still prints the rest, checked below.
+    out = ok(server, r"allinfo d1\moved.txt", allow="getting alt name")
     assert re.search(r"^write_time:\s+\S", out, re.M), out
     assert re.search(r"stream: \[::\$DATA\], 21 bytes", out), out
 
@@ -118,6 +120,8 @@ def test_put_get_big(server, big_file, tmp_path):
     ok(server, f"get big.bin {back}", timeout=600)
     assert back.stat().st_size == BIG
     assert sha256_file(back) == digest, "file got back differs from what was put"
+    back.unlink()
+    on_disk.unlink()
 
 
 def test_list_shares(server):

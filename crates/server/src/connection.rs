@@ -28,6 +28,8 @@ pub enum TransportKind {
 pub struct TransportInfo {
     pub kind: TransportKind,
     pub peer: Option<SocketAddr>,
+    /// Our own address on this connection (for FSCTL_QUERY_NETWORK_INTERFACE_INFO).
+    pub local: Option<SocketAddr>,
     /// The transport encrypts and authenticates the server (TLS 1.3 in QUIC).
     pub secure: bool,
 }
@@ -42,6 +44,9 @@ pub struct Negotiated {
     pub cipher: Option<Cipher>,
     pub signing: SigningAlgorithm,
     pub max_io: u32,
+    /// What the NEGOTIATE response said (FSCTL_VALIDATE_NEGOTIATE_INFO repeats it).
+    pub server_capabilities: u32,
+    pub server_security_mode: u16,
     /// SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY accepted: no SMB encryption here.
     pub transport_security: bool,
 }

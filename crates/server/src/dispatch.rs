@@ -53,6 +53,9 @@ pub struct Ctx<'a> {
     pub header_start: usize,
     pub now: Instant,
     pub go_async: Option<AsyncWork>,
+    /// Set by a handler whose request the spec says must end the connection
+    /// (e.g. a VALIDATE_NEGOTIATE_INFO mismatch, MS-SMB2 3.3.5.15.12).
+    pub disconnect: bool,
 }
 
 impl Ctx<'_> {
@@ -224,6 +227,11 @@ pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<
         return Ok(());
     }
     finish(c, out, &starts, enc);
+    if !c.pending.is_empty() {
+        // Work released by this message (a LOGOFF closing handles) is
+        // answered while its session's keys still exist.
+        retry_pending(c, now);
+    }
     let before = c.st.sessions.len();
     c.st.sessions.retain(|_, s| !matches!(s.state, SessionState::LoggedOff));
     let gone = before - c.st.sessions.len();
@@ -299,6 +307,7 @@ fn element(
         header_start,
         now,
         go_async: None,
+        disconnect: false,
     };
     //= MS-SMB2 3.3.5.2.7.2
     //# a related operation takes the session, tree and file of the previous
@@ -311,7 +320,10 @@ fn element(
     };
     let lookup_failed = matches!(result, Err(NtStatus::USER_SESSION_DELETED | NtStatus::NETWORK_NAME_DELETED))
         || (related && !chain.valid);
-    let Ctx { session_id, tree_id, related_file_id, go_async, .. } = ctx;
+    let Ctx { session_id, tree_id, related_file_id, go_async, disconnect, .. } = ctx;
+    if disconnect {
+        return Err(Fatal::PeerMisbehaved("request the spec answers by disconnecting"));
+    }
     let mut status = match result {
         Ok(s) => s,
         Err(s) => {
@@ -429,10 +441,18 @@ fn check(ctx: &mut Ctx<'_>, elem: &[u8]) -> Result<&'static CommandSpec, NtStatu
     let spec = TABLE.get(ctx.hdr.command as usize).ok_or(NtStatus::INVALID_PARAMETER)?;
     let body = elem.get(HEADER_LEN..).unwrap_or(&[]);
     smbq_wire::check_structure_size(body, spec.structure_size).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let encrypted = ctx.encrypted;
     if !spec.needs_session {
+        //= MS-SMB2 3.3.5.2.4: a signed request naming a session is verified
+        //= even when the command needs no session (ECHO).
+        let signed = ctx.hdr.flags & flags::SIGNED != 0;
+        if let (true, false, Some(s)) = (signed, encrypted, ctx.conn.sessions.get(&ctx.session_id)) {
+            if s.is_valid() && !s.signer.as_ref().is_some_and(|sig| sig.verify(elem)) {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+        }
         return Ok(spec);
     }
-    let encrypted = ctx.encrypted;
     let s = ctx.conn.sessions.get(&ctx.session_id).ok_or(NtStatus::USER_SESSION_DELETED)?;
     if !s.is_valid() {
         return Err(NtStatus::USER_SESSION_DELETED);
@@ -499,6 +519,7 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
             header_start: 0,
             now,
             go_async: None,
+            disconnect: false,
         };
         ctx.out.resize(HEADER_LEN, 0);
         let done = match &mut p.work {

@@ -35,7 +35,7 @@ fn server(encrypt: smbq_server::EncryptPolicy) -> (Arc<Server>, tempfile::TempDi
 }
 
 fn info() -> TransportInfo {
-    TransportInfo { kind: TransportKind::Tcp, peer: None, secure: false }
+    TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false }
 }
 
 impl Pair {
@@ -282,6 +282,13 @@ fn wrong_signature_is_access_denied() {
     m[16..20].copy_from_slice(&(flags::SIGNED).to_le_bytes());
     p.signer.as_ref().unwrap().sign(&mut m);
     m[50] ^= 1;
+    let r = p.raw(m).unwrap();
+    assert_eq!(NtStatus(Header::decode(&r[0]).unwrap().status), NtStatus::ACCESS_DENIED);
+    // ECHO needs no session, but a signed ECHO naming one is verified too.
+    let mut m = p.message(Command::ECHO, &echo_body());
+    m[16..20].copy_from_slice(&(flags::SIGNED).to_le_bytes());
+    p.signer.as_ref().unwrap().sign(&mut m);
+    m[60] ^= 1;
     let r = p.raw(m).unwrap();
     assert_eq!(NtStatus(Header::decode(&r[0]).unwrap().status), NtStatus::ACCESS_DENIED);
     // The session still works with a good signature.

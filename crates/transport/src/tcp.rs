@@ -39,6 +39,7 @@ pub async fn serve(listener: TcpListener, server: Arc<Server>, shutdown: impl st
 
 async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>) {
     let _ = stream.set_nodelay(true);
+    let local = stream.local_addr().ok();
     let max = server.config.limits.max_frame();
     let (rd, mut wr) = stream.into_split();
     let (in_tx, in_rx) = mpsc::channel::<BytesMut>(QUEUE);
@@ -82,7 +83,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>) {
         }
         let _ = wr.shutdown().await;
     });
-    let info = TransportInfo { kind: TransportKind::Tcp, peer: Some(peer), secure: false };
+    let info = TransportInfo { kind: TransportKind::Tcp, peer: Some(peer), local, secure: false };
     let rt = tokio::runtime::Handle::current();
     let engine = tokio::task::spawn_blocking(move || run_engine(server, info, in_rx, out_tx, rt));
     let _ = engine.await;

@@ -48,6 +48,8 @@ pub mod share {
 pub mod ctx_name {
     pub const MAXIMAL_ACCESS: &[u8] = b"MxAc";
     pub const QUERY_ON_DISK_ID: &[u8] = b"QFid";
+    pub const ALLOCATION_SIZE: &[u8] = b"AlSi";
+    pub const TIMEWARP: &[u8] = b"TWrp";
 }
 
 /// One create context: name and data borrow the message.
@@ -175,7 +177,8 @@ pub fn decode_contexts(buf: &[u8]) -> Result<Vec<CreateContext<'_>>, DecodeError
         let data_off = r.u16()? as usize;
         let data_len = r.u32()? as usize;
         let this = if next == 0 { rest } else { rest.get(..next).ok_or(DecodeError::OutOfBounds)? };
-        if next % 8 != 0 || (next != 0 && next < 16) || name_len == 0 || name_off < 16 {
+        // Names are at least 4 bytes (2.2.13.2; Windows fails shorter ones).
+        if next % 8 != 0 || (next != 0 && next < 16) || name_len < 4 || name_off < 16 {
             return Err(DecodeError::Invalid);
         }
         if data_len > 0 && data_off < name_off + name_len {
@@ -448,6 +451,12 @@ mod tests {
         encode_contexts(&mut v, &many);
         assert_eq!(decode_contexts(&v), Err(DecodeError::TooLong));
         assert_eq!(decode_contexts(&[0; 8]), Err(DecodeError::Truncated));
+        // Names shorter than 4 bytes are invalid; longer ones are fine.
+        for (name, ok) in [(&b"x"[..], false), (b"xxx", false), (b"xxxx", true), (b"xxxxxxxxxxxxxxxxx", true)] {
+            let mut v = Vec::new();
+            encode_contexts(&mut v, &[(name, &[])]);
+            assert_eq!(decode_contexts(&v).is_ok(), ok, "{name:?}");
+        }
     }
 
     #[test]

@@ -118,12 +118,7 @@ fn validate(r: &CreateRequest<'_>) -> Result<(), NtStatus> {
     if r.disposition > disposition::OVERWRITE_IF {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if r.file_attributes & !attr::VALID_SET != 0 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    if r.share_access & !(share::READ | share::WRITE | share::DELETE) != 0 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
+    // Checked before the attributes, as Windows does.
     //= MS-SMB2 3.3.5.9
     //# the server MUST fail the request with STATUS_ACCESS_DENIED if any
     //# reserved bits of DesiredAccess are set
@@ -132,6 +127,17 @@ fn validate(r: &CreateRequest<'_>) -> Result<(), NtStatus> {
     }
     if r.desired_access & access::ACCESS_SYSTEM_SECURITY != 0 {
         return Err(NtStatus::PRIVILEGE_NOT_HELD);
+    }
+    // Windows over SMB2 denies an open that asks for no access at all, or
+    // for nothing but SYNCHRONIZE (smbtorture smb2.create.gentest).
+    if r.desired_access & !access::SYNCHRONIZE == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if r.file_attributes & !attr::VALID_SET != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if r.share_access & !(share::READ | share::WRITE | share::DELETE) != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
     }
     Ok(())
 }
@@ -248,6 +254,17 @@ fn open_file(
     share: Arc<Share>,
 ) -> HResult {
     smbq_vfs::check_name(name).map_err(NtStatus::from)?;
+    // No snapshots here: a timewarp open names nothing (MS-SMB2 3.3.5.9.6
+    // fails a missing snapshot with OBJECT_NAME_NOT_FOUND).
+    if r.context(ctx_name::TIMEWARP).is_some() {
+        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+    }
+    // MS-SMB2 2.2.13.2.6, 3.3.5.9.3: AllocationSize is 8 bytes, reserved
+    // for the file being created or overwritten.
+    let alloc_size = match r.context(ctx_name::ALLOCATION_SIZE) {
+        Some(c) => Some(u64::from_le_bytes(c.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?)),
+        None => None,
+    };
     let doc = r.options & options::DELETE_ON_CLOSE != 0;
     //= MS-SMB2 3.3.5.9
     //# If the CreateOptions field includes FILE_DELETE_ON_CLOSE and
@@ -290,6 +307,13 @@ fn open_file(
     if action == CreateAction::Created && r.file_attributes & attr::READONLY != 0 && !st.is_dir {
         h.set_readonly(true).map_err(NtStatus::from)?;
         st.attributes |= attr::READONLY;
+    }
+    // The allocation size applies to a file this open created or overwrote.
+    if let Some(len) = alloc_size {
+        if action != CreateAction::Opened && !st.is_dir && opts.write && len > st.size {
+            h.set_allocation(len).map_err(NtStatus::from)?;
+            st = h.stat().map_err(NtStatus::from)?;
+        }
     }
 
     let fid = new_file_id(ctx);

@@ -15,8 +15,7 @@ use smbq_wire::ioctl::{
     COPYCHUNK_RESPONSE_LEN, IS_FSCTL, NETWORK_INTERFACE_INFO_LEN, RESUME_KEY_RESPONSE_LEN,
     VALIDATE_NEGOTIATE_RESPONSE_LEN,
 };
-use smbq_wire::negotiate::{caps, security_mode};
-use smbq_wire::{Dialect, DecodeError, FileId, NtStatus, Put};
+use smbq_wire::{DecodeError, FileId, NtStatus, Put};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Server-side copy limits (MS-SMB2 3.3.3: ServerSideCopyMaxNumberofChunks,
@@ -114,10 +113,14 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
                     Ok(NtStatus::SUCCESS)
                 }
                 //= MS-FSCC 2.3.67
-                //# A file system without compression answers
-                //# FSCTL_SET_COMPRESSION with STATUS_NOT_SUPPORTED
-                //# (smbtorture smb2.ioctl.compress_notsup_set).
-                fsctl::SET_COMPRESSION => Err(NtStatus::NOT_SUPPORTED),
+                //# A file system without compression accepts
+                //# COMPRESSION_FORMAT_NONE and answers any other format with
+                //# STATUS_NOT_SUPPORTED (smbtorture compress_notsup_set).
+                fsctl::SET_COMPRESSION => match r.input {
+                    [0, 0] => Ok(NtStatus::SUCCESS),
+                    [_, _] => Err(NtStatus::NOT_SUPPORTED),
+                    _ => Err(NtStatus::INVALID_PARAMETER),
+                },
                 //= MS-FSCC 2.3.31
                 //# A file that is not a reparse point: STATUS_NOT_A_REPARSE_POINT.
                 fsctl::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),
@@ -199,10 +202,8 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
     let Some(dst) = target.handle() else { return Err(NtStatus::INVALID_DEVICE_REQUEST) };
     //# The target needs FILE_WRITE_DATA, and for FSCTL_SRV_COPYCHUNK
     //# FILE_READ_DATA too, else STATUS_ACCESS_DENIED.
-    //# (Reading over SMB2 is allowed with FILE_READ_DATA or FILE_EXECUTE,
-    //# as Windows and Samba check it.)
     if target.access & access::FILE_WRITE_DATA == 0
-        || (r.ctl_code == fsctl::SRV_COPYCHUNK && target.access & READ_ACCESS == 0)
+        || (r.ctl_code == fsctl::SRV_COPYCHUNK && target.access & access::FILE_READ_DATA == 0)
     {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -219,7 +220,9 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
         return limits(out);
     }
     //# The source open is found by its ResumeKey: STATUS_OBJECT_NAME_NOT_FOUND
-    //# if none, STATUS_ACCESS_DENIED without FILE_READ_DATA.
+    //# if none, STATUS_ACCESS_DENIED without FILE_READ_DATA (FILE_EXECUTE
+    //# also lets the source be read, as smbtorture copy_chunk_bad_access
+    //# expects).
     let source = source_open(ctx, &req.source_key).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
     let Some(src) = source.handle() else { return Err(NtStatus::OBJECT_NAME_NOT_FOUND) };
     if source.access & READ_ACCESS == 0 {
@@ -273,11 +276,9 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
 }
 
 /// Dialects in preference order, as NEGOTIATE selects them.
-const DIALECTS: [Dialect; 5] = [Dialect::SMB311, Dialect::SMB302, Dialect::SMB300, Dialect::SMB210, Dialect::SMB202];
 
-/// FSCTL_VALIDATE_NEGOTIATE_INFO (MS-SMB2 3.3.5.15.12). A mismatch must
-/// terminate the connection; a handler cannot, so it answers
-/// ACCESS_DENIED (what Samba sends before it disconnects).
+/// FSCTL_VALIDATE_NEGOTIATE_INFO (MS-SMB2 3.3.5.15.12). A mismatch
+/// terminates the connection (`ctx.disconnect`).
 fn validate_negotiate(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HResult {
     let v = ValidateNegotiateRequest::decode(r.input).map_err(|_| NtStatus::INVALID_PARAMETER)?;
     if (r.max_output_response as usize) < VALIDATE_NEGOTIATE_RESPONSE_LEN {
@@ -288,27 +289,17 @@ fn validate_negotiate(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, out: &mut Vec<u8>
     //# dialects it implements and the Dialects array; if none, or not equal
     //# to Connection.Dialect, terminate. Likewise if Capabilities, Guid or
     //# SecurityMode differ from what the client sent in NEGOTIATE.
-    let dialect = DIALECTS.iter().copied().find(|d| v.dialects.contains(d));
+    let dialect = crate::cmd::negotiate::DIALECTS.iter().copied().find(|d| v.dialects.contains(d));
     if dialect != Some(neg.dialect)
         || v.guid != neg.client_guid
         || v.security_mode != neg.client_security_mode
         || v.capabilities != neg.client_capabilities
     {
+        ctx.disconnect = true;
         return Err(NtStatus::ACCESS_DENIED);
     }
-    // The server's NEGOTIATE answer, recomputed as cmd::negotiate builds it.
-    let mut capabilities = 0;
-    if neg.dialect != Dialect::SMB202 {
-        capabilities |= caps::LARGE_MTU;
-    }
-    if (neg.dialect == Dialect::SMB300 || neg.dialect == Dialect::SMB302) && neg.client_capabilities & caps::ENCRYPTION != 0 {
-        capabilities |= caps::ENCRYPTION;
-    }
-    let mut sec_mode = security_mode::SIGNING_ENABLED;
-    if ctx.conn.server.config.signing_required {
-        sec_mode |= security_mode::SIGNING_REQUIRED;
-    }
-    encode_validate_negotiate_response(out, capabilities, &ctx.conn.server.guid, sec_mode, neg.dialect);
+    let (caps, mode, dialect) = (neg.server_capabilities, neg.server_security_mode, neg.dialect);
+    encode_validate_negotiate_response(out, caps, &ctx.conn.server.guid, mode, dialect);
     Ok(NtStatus::SUCCESS)
 }
 
@@ -318,7 +309,8 @@ fn validate_negotiate(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, out: &mut Vec<u8>
 /// the same family); otherwise the answer is Samba's for a server without
 /// multi-channel (FS_DRIVER_REQUIRED on IPC$, else INVALID_DEVICE_REQUEST).
 fn network_interfaces(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>) -> HResult {
-    let addr = match ctx.conn.info.peer.map(|p| p.ip()) {
+    let addr = match ctx.conn.info.local.or(ctx.conn.info.peer).map(|p| p.ip()) {
+        Some(ip) if ctx.conn.info.local.is_some() => ip,
         Some(ip @ IpAddr::V4(_)) if ip.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         Some(ip @ IpAddr::V6(_)) if ip.is_loopback() => IpAddr::V6(Ipv6Addr::LOCALHOST),
         _ => return Err(if ipc { NtStatus::FS_DRIVER_REQUIRED } else { NtStatus::INVALID_DEVICE_REQUEST }),
@@ -363,7 +355,7 @@ pub(crate) mod harness {
         let share = ShareConfig { name: "data".into(), path: dir.path().into(), read_only: false, encrypt: EncryptPolicy::Off };
         let cfg = ServerConfig { shares: vec![share], ..Default::default() };
         let server = Arc::new(Server::new(cfg, UserDb::new()).unwrap());
-        let info = TransportInfo { kind: TransportKind::Tcp, peer: Some("127.0.0.1:50000".parse().unwrap()), secure: false };
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: Some("127.0.0.1:50000".parse().unwrap()), local: None, secure: false };
         let mut conn = Connection::new(server.clone(), info, Instant::now());
         conn.st.neg = Some(Negotiated {
             dialect: Dialect::SMB302,
@@ -373,6 +365,8 @@ pub(crate) mod harness {
             cipher: None,
             signing: SigningAlgorithm::AesCmac,
             max_io: 8 << 20,
+            server_capabilities: 0x44,
+            server_security_mode: 1,
             transport_security: false,
         });
         let target = TargetInfo {
@@ -452,6 +446,7 @@ pub(crate) mod harness {
                 header_start: 0,
                 now: Instant::now(),
                 go_async: None,
+                disconnect: false,
             };
             let r = handler(&mut ctx, &Req { hdr: &hdr, msg: &msg });
             let work = ctx.go_async.take();
@@ -473,6 +468,7 @@ pub(crate) mod harness {
                 header_start: 0,
                 now: Instant::now(),
                 go_async: None,
+                disconnect: false,
             };
             let t = f(&mut ctx);
             (t, out.split_off(64))
@@ -481,10 +477,13 @@ pub(crate) mod harness {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::harness::{self, DISK, IPC};
     use super::*;
     use crate::files::{ByteLock, OpenOwner};
+    use smbq_wire::negotiate::caps;
+    use smbq_wire::Dialect;
     use smbq_wire::ioctl::{Chunk, COPYCHUNK_RESPONSE_LEN};
 
     fn ioctl(h: &mut harness::H, tree: u32, ctl_code: u32, fid: FileId, input: &[u8], max_out: u32) -> (HResult, Vec<u8>) {
@@ -559,7 +558,8 @@ mod tests {
         let f = h.open("a.txt", access::FILE_ALL);
         assert_eq!(ioctl(&mut h, DISK, 0x0009_0000, f, &[], 64).0, Err(NtStatus::INVALID_DEVICE_REQUEST));
         assert_eq!(ioctl(&mut h, DISK, fsctl::GET_REPARSE_POINT, f, &[], 64).0, Err(NtStatus::NOT_A_REPARSE_POINT));
-        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_COMPRESSION, f, &[0, 0], 64).0, Err(NtStatus::NOT_SUPPORTED));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_COMPRESSION, f, &[0, 0], 64).0, Ok(NtStatus::SUCCESS));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_COMPRESSION, f, &[1, 0], 64).0, Err(NtStatus::NOT_SUPPORTED));
         assert_eq!(ioctl(&mut h, DISK, fsctl::PIPE_TRANSCEIVE, f, &[1], 64).0, Err(NtStatus::INVALID_DEVICE_REQUEST));
         let (r, body) = ioctl(&mut h, DISK, fsctl::GET_COMPRESSION, f, &[], 2);
         assert_eq!((r, output(&body)), (Ok(NtStatus::SUCCESS), &[0u8, 0][..]));
@@ -668,7 +668,9 @@ mod tests {
         let (_, body) = ioctl(&mut h, DISK, fsctl::SRV_REQUEST_RESUME_KEY, xo, &[], 32);
         let xo_key = output(&body)[..24].to_vec();
         assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(&xo_key, &one), 12).0, Ok(NtStatus::SUCCESS));
-        // COPYCHUNK (not _WRITE) needs read access on the target too.
+        // COPYCHUNK (not _WRITE) needs FILE_READ_DATA on the target too.
+        let wx = h.open("dst", access::FILE_WRITE_DATA | access::FILE_EXECUTE);
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK, wx, &cc_input(key, &one), 12).0, Err(NtStatus::ACCESS_DENIED));
         assert_eq!(ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK, wo, &cc_input(key, &one), 12).0, Err(NtStatus::ACCESS_DENIED));
 
         // Second chunk past the source's end: the first is reported done.

@@ -245,6 +245,7 @@ pub fn retry(ctx: &mut Ctx<'_>, b: &mut Blocked) -> Option<HResult> {
 pub fn cancel(_st: &mut ConnState, _b: &Blocked) {}
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

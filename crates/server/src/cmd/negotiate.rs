@@ -14,7 +14,7 @@ use smbq_wire::{header, Dialect, Header, NtStatus, Put};
 use std::time::SystemTime;
 
 /// Dialects we speak, best first.
-const DIALECTS: [Dialect; 5] = [Dialect::SMB311, Dialect::SMB302, Dialect::SMB300, Dialect::SMB210, Dialect::SMB202];
+pub const DIALECTS: [Dialect; 5] = [Dialect::SMB311, Dialect::SMB302, Dialect::SMB300, Dialect::SMB210, Dialect::SMB202];
 /// Cipher preference: GCM before CCM, 128 before 256 (what Windows picks).
 const CIPHERS: [Cipher; 4] = [Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm];
 const SIGNING: [SigningAlgorithm; 3] = [SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256];
@@ -35,6 +35,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         cipher: None,
         signing: if dialect.is_smb3() { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 },
         max_io: if dialect == Dialect::SMB202 { 65536 } else { limits.max_io },
+        server_capabilities: 0,
+        server_security_mode: 0,
         transport_security: false,
     };
     let mut contexts = Vec::new();
@@ -98,6 +100,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if ctx.conn.server.config.signing_required {
         sec_mode |= security_mode::SIGNING_REQUIRED;
     }
+    neg.server_capabilities = capabilities;
+    neg.server_security_mode = sec_mode;
     let now = now_filetime(SystemTime::now());
     let token = smbq_auth::spnego_negotiate_token();
     let header_start = ctx.header_start;
@@ -177,6 +181,8 @@ pub(crate) fn smb1(st: &mut ConnState, credits: &mut Credits, msg: &[u8]) -> Res
             cipher: None,
             signing: SigningAlgorithm::HmacSha256,
             max_io: 65536,
+            server_capabilities: 0,
+            server_security_mode: security_mode::SIGNING_ENABLED,
             transport_security: false,
         });
     }

@@ -1,4 +1,5 @@
 //! DCE/RPC and srvsvc tests: hand-built PDUs in, answers decoded back.
+#![allow(clippy::unwrap_used)]
 
 use super::dcerpc::{fault, pfc, ptype, Header, NDR};
 use super::ndr::{Reader, Writer};
@@ -34,7 +35,10 @@ fn pdu(ptype: u8, flags: u8, call_id: u32, body: &[u8]) -> Vec<u8> {
 }
 
 /// BIND body with one context per (context id, abstract, transfers).
-fn bind_body(max_recv: u16, assoc_group: u32, contexts: &[(u16, [u8; 20], &[[u8; 20]])]) -> Vec<u8> {
+/// (context id, abstract syntax, transfer syntaxes).
+type Context<'a> = (u16, [u8; 20], &'a [[u8; 20]]);
+
+fn bind_body(max_recv: u16, assoc_group: u32, contexts: &[Context<'_>]) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(&4280u16.to_le_bytes());
     b.extend_from_slice(&max_recv.to_le_bytes());
