@@ -25,6 +25,16 @@ def mode() -> str:
     return os.environ.get("SMBQ_TORTURE_MODE", "sign")
 
 
+# smbtorture's smb2.credits wants the 8192-credit window Windows and Samba
+# grant; smbq's default window is 512 (limits.credits), so raise it here.
+SMBQ_CONFIG = "[limits]\ncredits = 8192\n"
+
+
+@pytest.fixture
+def server(start_server, target, mode):
+    return start_server(target, mode, SMBQ_CONFIG if target == "smbq" else None)
+
+
 @pytest.mark.parametrize("suite", SUITES)
 def test_suite(server, suite):
     if shutil.which("smbtorture") is None:
