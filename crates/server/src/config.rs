@@ -104,6 +104,9 @@ pub struct ServerConfig {
     pub signing_required: bool,
     /// Global policy applied to sessions (shares can only tighten it).
     pub encrypt: EncryptPolicy,
+    /// Accept SMB2_TRANSPORT_CAPABILITIES' ACCEPT_TRANSPORT_LEVEL_SECURITY on
+    /// QUIC (then QUIC's TLS protects the data and SMB does not encrypt).
+    pub allow_transport_security: bool,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +118,7 @@ impl Default for ServerConfig {
             domain: "WORKGROUP".into(),
             signing_required: false,
             encrypt: EncryptPolicy::Desired,
+            allow_transport_security: true,
         }
     }
 }

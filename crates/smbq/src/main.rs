@@ -1,5 +1,6 @@
-//! `smbq`: serve directories over SMB 3.1.1 (TCP now; QUIC next), manage users.
+//! `smbq`: serve directories over SMB 3.1.1 on QUIC and TCP, manage users and the certificate.
 
+mod cert;
 mod config;
 mod serve;
 mod user;
@@ -19,12 +20,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve a directory (default ./share, created if absent) as share `share`.
+    /// Serve a directory (default ./share, created if absent) as share `share`, over QUIC and TCP.
     Serve(serve::ServeArgs),
     /// Add, delete or list users (the file stores NT hashes only, mode 0600).
     User {
         #[command(subcommand)]
         action: user::UserAction,
+    },
+    /// Show or generate the QUIC server certificate.
+    Cert {
+        #[command(subcommand)]
+        action: cert::CertAction,
     },
 }
 
@@ -50,5 +56,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::User { action } => user::run(action),
+        Command::Cert { action } => cert::run(action),
     }
 }

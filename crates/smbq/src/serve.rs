@@ -7,10 +7,12 @@ use clap::Args;
 use rand::distributions::Alphanumeric;
 use rand::Rng;
 use smbq_server::{EncryptPolicy, Server, ServerConfig, ShareConfig};
+use smbq_transport::{quic, tls};
 use std::net::SocketAddr;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 #[derive(Args)]
@@ -18,7 +20,7 @@ pub struct ServeArgs {
     /// Directory to serve as share `share` when no --share is given
     /// (default ./share, created if absent).
     dir: Option<PathBuf>,
-    /// TOML config file (shares, listen addresses, limits, encryption).
+    /// TOML config file (shares, listen addresses, limits, encryption, QUIC).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Share NAME=DIR[,ro][,encrypt=required|desired|off]; repeatable.
@@ -27,6 +29,34 @@ pub struct ServeArgs {
     /// TCP listen address (default 0.0.0.0:445, or 0.0.0.0:4445 when 445 cannot be bound).
     #[arg(long, value_name = "ADDR:PORT")]
     tcp: Option<SocketAddr>,
+    /// QUIC (UDP) listen address (default 0.0.0.0:443, or 0.0.0.0:8443 when 443 cannot be bound).
+    #[arg(long, value_name = "ADDR:PORT")]
+    quic: Option<SocketAddr>,
+    /// Do not serve TCP.
+    #[arg(long)]
+    no_tcp: bool,
+    /// Do not serve QUIC.
+    #[arg(long)]
+    no_quic: bool,
+    /// Server certificate chain (PEM) for QUIC; default: generated once in STATE_DIR/tls.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// Private key (PEM) of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Extra name or address for a generated certificate; repeatable.
+    #[arg(long, value_name = "NAME")]
+    san: Vec<String>,
+    /// Require QUIC clients to present a certificate allowed by
+    /// --client-cert-fingerprint or --client-ca.
+    #[arg(long)]
+    require_client_cert: bool,
+    /// SHA-256 fingerprint of an allowed client certificate; repeatable.
+    #[arg(long, value_name = "HEX")]
+    client_cert_fingerprint: Vec<String>,
+    /// PEM file of CAs whose client certificates are allowed.
+    #[arg(long, value_name = "FILE")]
+    client_ca: Option<PathBuf>,
     /// Users file (default STATE_DIR/users).
     #[arg(long, value_name = "FILE")]
     users: Option<PathBuf>,
@@ -63,39 +93,98 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     } else if args.dir.is_some() {
         bail!("give either DIR or --share/[[share]], not both");
     }
+    let serve_tcp = !(args.no_tcp || file.no_tcp.unwrap_or(false));
+    let serve_quic = !(args.no_quic || file.no_quic.unwrap_or(false));
+    if !serve_tcp && !serve_quic {
+        bail!("--no-tcp and --no-quic leave nothing to serve");
+    }
+    let qs = &file.quic_options;
     let config = ServerConfig {
         shares,
         limits: file.limits.clone(),
         server_name: file.server_name.clone().unwrap_or_else(|| "SMBQ".into()),
         signing_required: args.signing_required || file.signing_required.unwrap_or(false),
         encrypt: args.encrypt.or(file.encrypt).unwrap_or_default(),
+        allow_transport_security: qs.transport_security,
         ..ServerConfig::default()
     };
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
+
+    let tls_config = if serve_quic {
+        let cert = args.cert.clone().or(file.cert.clone());
+        let key = args.key.clone().or(file.key.clone());
+        let given = match (&cert, &key) {
+            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+            (None, None) => None,
+            _ => bail!("give both a certificate and its key"),
+        };
+        let sans: Vec<String> = file.san.iter().chain(&args.san).cloned().collect();
+        let (id, fresh) = tls::load_or_generate(&state_dir, given, &sans)?;
+        eprintln!(
+            "{} certificate {} SHA-256 {}",
+            if fresh { "generated" } else { "using" },
+            id.cert_path.display(),
+            id.fingerprint()
+        );
+        let mut fingerprints = Vec::new();
+        for f in qs.client_fingerprints.iter().chain(&args.client_cert_fingerprint) {
+            fingerprints.push(tls::parse_fingerprint(f).with_context(|| format!("bad client certificate fingerprint {f:?}"))?);
+        }
+        let access = tls::ClientAccess {
+            require_cert: args.require_client_cert || qs.require_client_cert,
+            fingerprints,
+            ca: args.client_ca.clone().or(qs.client_ca.clone()),
+        };
+        if access.require_cert && access.fingerprints.is_empty() && access.ca.is_none() {
+            bail!("--require-client-cert needs --client-cert-fingerprint or --client-ca");
+        }
+        Some(tls::server_config(&id, &access)?)
+    } else {
+        None
+    };
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(server.config.limits.max_connections + 16)
         .build()?;
+    let quic_opts = qs.options();
     rt.block_on(async move {
-        let listener = bind_tcp(args.tcp.or(file.tcp)).await?;
-        let addr = listener.local_addr()?;
-        eprintln!("listening on tcp {addr}");
-        print_hints(&server, addr, &users_path, first_user.as_ref());
-        let shutdown = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("installing a SIGTERM handler at start-up");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            info!("shutting down");
-        };
-        smbq_transport::tcp::serve(listener, server, shutdown).await;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let mut addrs = Vec::new();
+        if serve_tcp {
+            let listener = bind_tcp(args.tcp.or(file.tcp)).await?;
+            let addr = listener.local_addr()?;
+            eprintln!("listening on tcp {addr}");
+            addrs.push(("tcp", addr));
+            tasks.push(tokio::spawn(smbq_transport::tcp::serve(listener, server.clone(), stopped(stop_rx.clone()))));
+        }
+        if let Some(tls) = tls_config {
+            let endpoint = bind_quic(args.quic.or(file.quic), tls, &quic_opts)?;
+            let addr = endpoint.local_addr()?;
+            eprintln!("listening on quic {addr}");
+            addrs.push(("quic", addr));
+            tasks.push(tokio::spawn(quic::serve(endpoint, server.clone(), quic_opts.clone(), stopped(stop_rx.clone()))));
+        }
+        print_hints(&server, &addrs, &users_path, first_user.as_ref());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        info!("shutting down: closing listeners");
+        let _ = stop_tx.send(true);
+        for t in tasks {
+            let _ = t.await;
+        }
         anyhow::Ok(())
     })?;
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     Ok(())
+}
+
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
 }
 
 async fn bind_tcp(addr: Option<SocketAddr>) -> anyhow::Result<tokio::net::TcpListener> {
@@ -107,6 +196,20 @@ async fn bind_tcp(addr: Option<SocketAddr>) -> anyhow::Result<tokio::net::TcpLis
         Err(e) => {
             warn!("cannot bind tcp port 445 ({e}); using 4445");
             tokio::net::TcpListener::bind("0.0.0.0:4445").await.context("binding tcp 0.0.0.0:4445")
+        }
+    }
+}
+
+fn bind_quic(addr: Option<SocketAddr>, tls: rustls::ServerConfig, opts: &quic::QuicOptions) -> anyhow::Result<quinn::Endpoint> {
+    if let Some(a) = addr {
+        return quic::endpoint(a, tls, opts).with_context(|| format!("binding quic (udp) {a}"));
+    }
+    let default: SocketAddr = ([0, 0, 0, 0], 443).into();
+    match quic::endpoint(default, tls.clone(), opts) {
+        Ok(e) => Ok(e),
+        Err(e) => {
+            warn!("cannot bind udp port 443 ({e}); using 8443");
+            quic::endpoint(([0, 0, 0, 0], 8443).into(), tls, opts).context("binding quic (udp) 0.0.0.0:8443")
         }
     }
 }
@@ -124,19 +227,30 @@ fn ensure_user(path: &Path) -> anyhow::Result<(smbq_auth::UserDb, Option<(String
     Ok((db, Some((user, password))))
 }
 
-fn print_hints(server: &Server, addr: SocketAddr, users: &Path, first: Option<&(String, String)>) {
-    let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
-    let port = if addr.port() == 445 { String::new() } else { format!(" -p {}", addr.port()) };
+fn print_hints(server: &Server, addrs: &[(&str, SocketAddr)], users: &Path, first: Option<&(String, String)>) {
     let (user, pass) = match first {
         Some((u, p)) => {
             eprintln!("created user {u} with password {p} (stored as an NT hash in {})", users.display());
             (u.clone(), p.clone())
         }
-        None => ("USER".into(), "PASSWORD".into()),
+        None => {
+            let names = server.users.read().map(|u| u.names()).unwrap_or_default();
+            eprintln!("users from {}: {}", users.display(), names.join(", "));
+            (names.first().cloned().unwrap_or_else(|| "USER".into()), "PASSWORD".into())
+        }
     };
     for s in server.config.shares.iter() {
         eprintln!("share {} -> {}", s.name, s.path.display());
-        eprintln!("  smb://{host}:{}/{}", addr.port(), s.name);
-        eprintln!("  smbclient //{host}/{}{port} -U '{user}%{pass}' -m SMB3", s.name);
+        for (kind, addr) in addrs {
+            let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+            match *kind {
+                "tcp" => {
+                    let port = if addr.port() == 445 { String::new() } else { format!(" -p {}", addr.port()) };
+                    eprintln!("  smb://{host}:{}/{}", addr.port(), s.name);
+                    eprintln!("  smbclient //{host}/{}{port} -U '{user}%{pass}' -m SMB3", s.name);
+                }
+                _ => eprintln!("  SMB over QUIC: \\\\{host}\\{} on udp port {} (Windows: New-SmbMapping -TransportType QUIC)", s.name, addr.port()),
+            }
+        }
     }
 }

@@ -3,24 +3,122 @@
 //! [`TransportInfo`]; no SMB logic lives here.
 //!
 //! Per connection three stages run in parallel: a reader task that cuts the
-//! byte stream into frames, an engine thread that runs the connection state
-//! machine (file I/O and crypto are blocking work), and a writer task.
+//! byte stream into Direct TCP frames (MS-SMB2 2.1; SMB over QUIC uses the
+//! same framing on its stream), an engine thread that runs the connection
+//! state machine (file I/O and crypto are blocking work), and a writer task.
 
+pub mod quic;
 pub mod tcp;
+pub mod tls;
 
-use bytes::BytesMut;
+use bytes::{BufMut, Bytes, BytesMut};
 use smbq_server::{Connection, Server, TransportInfo};
+use smbq_wire::framing::{frame_len, FrameError};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
 
 /// Frames in flight between the stages: enough to keep the pipe full.
 const QUEUE: usize = 32;
 
-/// Run one connection given its framed input and output channels. Returns
-/// when the peer goes away, the engine closes it, or it times out.
-pub(crate) fn run_engine(
+/// A peer that takes no bytes for this long is gone (it stopped reading).
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where framed responses go.
+pub(crate) enum FrameWriter {
+    Tcp(tokio::net::tcp::OwnedWriteHalf),
+    /// QUIC takes each frame as `Bytes` without another copy.
+    Quic(quinn::SendStream),
+}
+
+impl FrameWriter {
+    async fn send(&mut self, frame: Vec<u8>) -> std::io::Result<()> {
+        match self {
+            FrameWriter::Tcp(w) => w.write_all(&frame).await,
+            FrameWriter::Quic(s) => s.write_chunk(Bytes::from(frame)).await.map_err(std::io::Error::other),
+        }
+    }
+
+    async fn finish(&mut self) {
+        match self {
+            FrameWriter::Tcp(w) => {
+                let _ = w.shutdown().await;
+            }
+            FrameWriter::Quic(s) => {
+                let _ = s.finish();
+            }
+        }
+    }
+}
+
+/// Serve one SMB connection over a byte stream until either side ends it.
+pub(crate) async fn serve_framed<R>(rd: R, mut wr: FrameWriter, info: TransportInfo, server: Arc<Server>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let peer = info.peer;
+    let max = server.config.limits.max_frame();
+    let (in_tx, in_rx) = mpsc::channel::<BytesMut>(QUEUE);
+    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
+    let reader = tokio::spawn(async move {
+        let mut rd = BufReader::with_capacity(256 * 1024, rd);
+        loop {
+            let mut prefix = [0u8; 4];
+            if rd.read_exact(&mut prefix).await.is_err() {
+                return;
+            }
+            let len = match frame_len(prefix, max) {
+                Ok(l) => l,
+                Err(FrameError::TooLong(l)) => {
+                    info!(?peer, len = l, max, "frame above the maximum; closing");
+                    return;
+                }
+                Err(FrameError::BadType(t)) => {
+                    info!(?peer, kind = t, "not a Direct TCP session message; closing");
+                    return;
+                }
+            };
+            let mut buf = BytesMut::with_capacity(len);
+            while buf.len() < len {
+                let want = len - buf.len();
+                match rd.read_buf(&mut (&mut buf).limit(want)).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+            if in_tx.send(buf).await.is_err() {
+                return;
+            }
+        }
+    });
+    let writer = tokio::spawn(async move {
+        while let Some(frame) = out_rx.recv().await {
+            match tokio::time::timeout(SEND_TIMEOUT, wr.send(frame)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    debug!(?peer, error = %e, "send failed");
+                    return;
+                }
+                Err(_) => {
+                    info!(?peer, "peer stopped reading; closing");
+                    return;
+                }
+            }
+        }
+        wr.finish().await;
+    });
+    let rt = tokio::runtime::Handle::current();
+    let engine = tokio::task::spawn_blocking(move || run_engine(server, info, in_rx, out_tx, rt));
+    let _ = engine.await;
+    reader.abort();
+    let _ = writer.await;
+}
+
+/// Run one connection's engine given its framed input and output channels.
+/// Returns when the peer goes away, the engine closes it, or it times out.
+fn run_engine(
     server: Arc<Server>,
     info: TransportInfo,
     mut rx: mpsc::Receiver<BytesMut>,

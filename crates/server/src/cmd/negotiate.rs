@@ -78,7 +78,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         //# itself provides security (QUIC), never over TCP.
         if let Some(data) = r.context(nctx::TRANSPORT_CAPABILITIES) {
             let flags = decode_transport_caps(data).map_err(NtStatus::from)?;
-            if flags & ACCEPT_TRANSPORT_LEVEL_SECURITY != 0 && info.secure && info.kind == TransportKind::Quic {
+            let allowed = ctx.conn.server.config.allow_transport_security;
+            if flags & ACCEPT_TRANSPORT_LEVEL_SECURITY != 0 && allowed && info.secure && info.kind == TransportKind::Quic {
                 neg.transport_security = true;
                 let mut d = Vec::new();
                 d.u32(ACCEPT_TRANSPORT_LEVEL_SECURITY);
