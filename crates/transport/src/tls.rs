@@ -279,6 +279,7 @@ mod tests {
 
     #[test]
     fn generated_certificate_verifies_for_localhost() {
+        use rustls::client::danger::ServerCertVerifier;
         let dir = tempfile::tempdir().unwrap();
         let (c, k) = default_paths(dir.path());
         let id = generate(&c, &k, &default_sans(&["files.example".into()])).unwrap();
