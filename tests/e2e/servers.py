@@ -160,6 +160,8 @@ class Server:
     log: LogCollector
     domain: str = "WORKGROUP"
     stopped: bool = False
+    # UDP port of SMB over QUIC (smbq only).
+    quic_port: int | None = None
 
     @property
     def name(self) -> str:
@@ -271,6 +273,8 @@ def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose
         str(binary), "serve",
         "--share", f"{SHARE}={share_dir},encrypt={encrypt}",
         "--tcp", f"127.0.0.1:{port}",
+        # Port 0: the kernel picks a free UDP port; the log line tells which.
+        "--quic", "127.0.0.1:0",
         "--users", str(users),
         "--state-dir", str(state_dir),
         # Server-wide policy too, so "sign" does not ask clients to encrypt.
@@ -286,11 +290,15 @@ def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose
     env = dict(os.environ, RUST_BACKTRACE="1")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=env)
-    log = LogCollector(proc.stderr, workdir / "server.log", re.compile(r"listening on tcp (\S+):(\d+)"))
+    # The QUIC line comes after the TCP one: when it is there, both listen.
+    log = LogCollector(proc.stderr, workdir / "server.log", re.compile(r"listening on quic (\S+):(\d+)"))
     _wait_ready(proc, log, "smbq serve")
     assert log.ready_match is not None
-    port = int(log.ready_match.group(2))
-    return Server("smbq", mode, "127.0.0.1", port, SHARE, user, password, share_dir, workdir, proc, log)
+    quic_port = int(log.ready_match.group(2))
+    tcp = re.search(r"listening on tcp (\S+):(\d+)", log.text(200))
+    assert tcp is not None, log.text(200)
+    return Server("smbq", mode, "127.0.0.1", int(tcp.group(2)), SHARE, user, password, share_dir, workdir, proc, log,
+                  quic_port=quic_port)
 
 
 def _ensure_unix_user(name: str) -> None:
