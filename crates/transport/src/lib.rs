@@ -54,8 +54,13 @@ impl FrameWriter {
 }
 
 /// Serve one SMB connection over a byte stream until either side ends it.
-pub(crate) async fn serve_framed<R>(rd: R, mut wr: FrameWriter, info: TransportInfo, server: Arc<Server>)
-where
+pub(crate) async fn serve_framed<R>(
+    rd: R,
+    mut wr: FrameWriter,
+    info: TransportInfo,
+    server: Arc<Server>,
+    send_timeout: Duration,
+) where
     R: AsyncRead + Unpin + Send + 'static,
 {
     let peer = info.peer;
@@ -93,9 +98,9 @@ where
             }
         }
     });
-    let writer = tokio::spawn(async move {
+    let mut writer = tokio::spawn(async move {
         while let Some(frame) = out_rx.recv().await {
-            match tokio::time::timeout(SEND_TIMEOUT, wr.send(frame)).await {
+            match tokio::time::timeout(send_timeout, wr.send(frame)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     debug!(?peer, error = %e, "send failed");
@@ -110,10 +115,19 @@ where
         wr.finish().await;
     });
     let rt = tokio::runtime::Handle::current();
-    let engine = tokio::task::spawn_blocking(move || run_engine(server, info, in_rx, out_tx, rt));
-    let _ = engine.await;
-    reader.abort();
-    let _ = writer.await;
+    let mut engine = tokio::task::spawn_blocking(move || run_engine(server, info, in_rx, out_tx, rt));
+    // Whichever side ends first ends the connection: stopping the reader
+    // closes the engine's input, and a finished engine closes the writer's.
+    tokio::select! {
+        _ = &mut engine => {
+            reader.abort();
+            let _ = writer.await;
+        }
+        _ = &mut writer => {
+            reader.abort();
+            let _ = engine.await;
+        }
+    }
 }
 
 /// Run one connection's engine given its framed input and output channels.

@@ -7,7 +7,7 @@
 //! bidirectional stream per connection; the peer may not open more (the
 //! stream limits say so and quinn closes a connection that ignores them).
 
-use crate::{serve_framed, FrameWriter};
+use crate::{serve_framed, FrameWriter, SEND_TIMEOUT};
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -32,6 +32,8 @@ pub struct QuicOptions {
     pub udp_buffer: usize,
     /// Time a client has to finish the handshake and open its stream.
     pub handshake_timeout: Duration,
+    /// A client that accepts no data for this long is dropped.
+    pub send_timeout: Duration,
 }
 
 impl Default for QuicOptions {
@@ -43,6 +45,7 @@ impl Default for QuicOptions {
             connection_window: 128 << 20,
             udp_buffer: 8 << 20,
             handshake_timeout: Duration::from_secs(10),
+            send_timeout: SEND_TIMEOUT,
         }
     }
 }
@@ -163,6 +166,6 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
         }
     };
     let info = TransportInfo { kind: TransportKind::Quic, peer: Some(peer), local, secure: true };
-    serve_framed(recv, FrameWriter::Quic(send), info, server).await;
+    serve_framed(recv, FrameWriter::Quic(send), info, server, opts.send_timeout).await;
     conn.close(VarInt::from_u32(0), b"");
 }

@@ -1,0 +1,201 @@
+//! The client's protocol state, no I/O (MS-SMB2 3.2): message ids and
+//! credits, preauth integrity, key derivation, signing and sealing.
+
+use smbq_auth::ClientAuth;
+use smbq_crypto::{derive_keys, Cipher, PreauthHash, Sealer, Signer, SigningAlgorithm, TRANSFORM_HEADER_LEN};
+use smbq_wire::header::{flags, HEADER_LEN};
+use smbq_wire::negotiate::{ctx, decode_id_list, encode_request, security_mode, ACCEPT_TRANSPORT_LEVEL_SECURITY};
+use smbq_wire::{transform, Command, Dialect, Header, NtStatus, Put, Reader};
+
+use crate::ClientError;
+
+pub struct Core {
+    next_id: u64,
+    pub session_id: u64,
+    pub tree_id: u32,
+    preauth: PreauthHash,
+    pub dialect: Dialect,
+    pub cipher: Option<Cipher>,
+    signing: SigningAlgorithm,
+    signer: Option<Signer>,
+    /// (seal with the client-to-server key, open with the server-to-client key)
+    seal: Option<(Sealer, Sealer)>,
+    /// Seal every request once the session has keys.
+    pub encrypt: bool,
+    pub transport_security: bool,
+    nonce: u64,
+    /// Transform messages seen in each direction (tests use these).
+    pub transforms_received: u64,
+    pub transforms_sent: u64,
+}
+
+impl Core {
+    pub fn new() -> Core {
+        Core {
+            next_id: 0,
+            session_id: 0,
+            tree_id: 0,
+            preauth: PreauthHash::new(),
+            dialect: Dialect::SMB311,
+            cipher: None,
+            signing: SigningAlgorithm::AesCmac,
+            signer: None,
+            seal: None,
+            encrypt: false,
+            transport_security: false,
+            nonce: 0,
+            transforms_received: 0,
+            transforms_sent: 0,
+        }
+    }
+
+    /// A whole request message (header + body), signed or sealed as the
+    /// session requires. `charge` is the credit charge.
+    pub fn request(&mut self, command: Command, charge: u16, body: &[u8]) -> (u64, Vec<u8>) {
+        let id = self.next_id;
+        self.next_id += u64::from(charge.max(1));
+        let h = Header {
+            credit_charge: charge,
+            command: command.0,
+            credits: 256,
+            message_id: id,
+            session_id: self.session_id,
+            tree_id: self.tree_id,
+            ..Default::default()
+        };
+        let sealing = self.encrypt && self.seal.is_some();
+        let mut m = Vec::with_capacity(TRANSFORM_HEADER_LEN + HEADER_LEN + body.len());
+        if sealing {
+            m.resize(TRANSFORM_HEADER_LEN, 0);
+        }
+        h.encode(&mut m);
+        m.extend_from_slice(body);
+        if let (true, Some((sealer, _))) = (sealing, &self.seal) {
+            self.nonce += 1;
+            let mut n = [0u8; 16];
+            n[..8].copy_from_slice(&self.nonce.to_le_bytes());
+            sealer.seal(self.session_id, &n, &mut m);
+            self.transforms_sent += 1;
+        } else if let (Some(s), true) = (&self.signer, command != Command::SESSION_SETUP) {
+            if let Some(f) = m.get_mut(16..20) {
+                f.copy_from_slice(&flags::SIGNED.to_le_bytes());
+            }
+            s.sign(&mut m);
+        }
+        (id, m)
+    }
+
+    /// Unseal a response if it is a transform message.
+    pub fn open(&mut self, mut msg: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+        if !transform::is_transform(&msg) {
+            return Ok(msg);
+        }
+        let (_, opener) = self.seal.as_ref().ok_or_else(|| ClientError::Protocol("sealed response without keys".into()))?;
+        let plain = opener.open(&mut msg).map_err(|e| ClientError::Protocol(format!("cannot open response: {e}")))?.to_vec();
+        self.transforms_received += 1;
+        Ok(plain)
+    }
+
+    /// NEGOTIATE request body: SMB 3.1.1 with preauth, encryption and
+    /// signing contexts, and SMB2_TRANSPORT_CAPABILITIES when asked.
+    pub fn negotiate_body(&self, transport_caps: bool) -> Vec<u8> {
+        let mut pre = Vec::new();
+        pre.u16(1);
+        pre.u16(32);
+        pre.u16(1);
+        pre.bytes(&rand::random::<[u8; 32]>());
+        let mut ctxs = vec![
+            (ctx::PREAUTH_INTEGRITY, pre),
+            (ctx::ENCRYPTION, vec![2, 0, 2, 0, 1, 0]), // AES-128-GCM, AES-128-CCM
+            (ctx::SIGNING, vec![2, 0, 2, 0, 1, 0]),    // AES-GMAC, AES-CMAC
+        ];
+        if transport_caps {
+            ctxs.push((ctx::TRANSPORT_CAPABILITIES, ACCEPT_TRANSPORT_LEVEL_SECURITY.to_le_bytes().to_vec()));
+        }
+        let mut m = vec![0u8; HEADER_LEN];
+        encode_request(&mut m, 0, &[Dialect::SMB300, Dialect::SMB302, Dialect::SMB311], security_mode::SIGNING_ENABLED, 0x44, rand::random(), &ctxs);
+        m.split_off(HEADER_LEN)
+    }
+
+    pub fn hash(&mut self, msg: &[u8]) {
+        self.preauth.update(msg);
+    }
+
+    /// Read the NEGOTIATE response (plain `resp`, request already hashed).
+    pub fn on_negotiate(&mut self, resp: &[u8]) -> Result<(), ClientError> {
+        check(resp, Command::NEGOTIATE)?;
+        let mut r = Reader::new(resp.get(HEADER_LEN..).unwrap_or(&[]));
+        let bad = |_| ClientError::Protocol("bad NEGOTIATE response".into());
+        r.skip(4).map_err(bad)?;
+        self.dialect = Dialect(r.u16().map_err(bad)?);
+        let ctx_count = r.u16().map_err(bad)? as usize;
+        r.skip(16 + 4 + 12 + 16 + 4).map_err(bad)?;
+        let ctx_off = r.u32().map_err(bad)? as usize;
+        if self.dialect == Dialect::SMB311 {
+            self.hash(resp);
+            let tail = resp.get(ctx_off..).unwrap_or(&[]);
+            for c in smbq_wire::negotiate::decode_contexts(tail, ctx_count).map_err(bad)? {
+                match c.kind {
+                    ctx::ENCRYPTION => self.cipher = decode_id_list(c.data).ok().and_then(|l| l.first().and_then(|id| Cipher::from_id(*id))),
+                    ctx::SIGNING => {
+                        if let Some(a) = decode_id_list(c.data).ok().and_then(|l| l.first().and_then(|id| SigningAlgorithm::from_id(*id))) {
+                            self.signing = a;
+                        }
+                    }
+                    ctx::TRANSPORT_CAPABILITIES => self.transport_security = true,
+                    _ => {}
+                }
+            }
+        } else if self.dialect == Dialect::SMB300 || self.dialect == Dialect::SMB302 {
+            self.cipher = Some(Cipher::Aes128Ccm);
+        }
+        Ok(())
+    }
+
+    /// Derive keys after the final SESSION_SETUP; `hash` is the preauth
+    /// value over the last request. Turns on sealing if the server asked.
+    pub fn on_session_established(&mut self, auth: &ClientAuth, hash: &PreauthHash, session_flags: u16, resp: &[u8]) -> Result<(), ClientError> {
+        let key = auth.session_key().ok_or_else(|| ClientError::Protocol("no session key".into()))?;
+        let pre = (self.dialect == Dialect::SMB311).then_some(&hash.0);
+        let keys = derive_keys(self.dialect.0, &key, pre, self.cipher);
+        let signer = Signer::new(if self.dialect.is_smb3() { self.signing } else { SigningAlgorithm::HmacSha256 }, &keys.signing);
+        if resp.get(16..20).map(|f| f[0] & flags::SIGNED as u8 != 0).unwrap_or(false) && !signer.verify(resp) {
+            return Err(ClientError::Protocol("final SESSION_SETUP response signature does not verify".into()));
+        }
+        self.signer = Some(signer);
+        if let Some(c) = self.cipher {
+            self.seal = Some((Sealer::new(c, &keys.decrypt), Sealer::new(c, &keys.encrypt)));
+        }
+        if session_flags & smbq_wire::session_setup::session_flags::ENCRYPT_DATA != 0 {
+            self.encrypt = true;
+        }
+        Ok(())
+    }
+
+    pub fn preauth(&self) -> PreauthHash {
+        self.preauth.clone()
+    }
+
+    pub fn set_preauth(&mut self, h: PreauthHash) {
+        self.preauth = h;
+    }
+}
+
+impl Default for Core {
+    fn default() -> Self {
+        Core::new()
+    }
+}
+
+/// Header of `resp`, checked to answer `command`; error statuses become errors.
+pub fn check(resp: &[u8], command: Command) -> Result<Header, ClientError> {
+    let h = Header::decode(resp).map_err(|e| ClientError::Protocol(format!("bad response header: {e}")))?;
+    if h.command != command.0 {
+        return Err(ClientError::Protocol(format!("response to {:?} for {command:?}", Command(h.command))));
+    }
+    let st = NtStatus(h.status);
+    if st.is_error() && st != NtStatus::MORE_PROCESSING_REQUIRED {
+        return Err(ClientError::Status(command, st));
+    }
+    Ok(h)
+}

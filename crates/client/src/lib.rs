@@ -1,0 +1,251 @@
+//! An SMB 3.1.1 client over QUIC or TCP: enough for tests and benchmarks
+//! to drive a server (negotiate, NTLMv2 logon, tree connect, create, read,
+//! write, close, delete). `core` holds the protocol state without I/O;
+//! this module moves framed messages over a TCP or QUIC stream.
+
+pub mod core;
+
+use crate::core::{check, Core};
+use smbq_auth::ClientAuth;
+use smbq_wire::create::{disposition, CreateRequest, CreateResponse};
+use smbq_wire::header::HEADER_LEN;
+use smbq_wire::{framing, Command, FileId, Header, NtStatus, Put};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0:?} failed: {1}")]
+    Status(Command, NtStatus),
+    #[error("protocol: {0}")]
+    Protocol(String),
+    #[error("QUIC: {0}")]
+    Quic(String),
+}
+
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+type Writer = Box<dyn AsyncWrite + Unpin + Send>;
+
+pub struct Client {
+    pub core: Core,
+    rd: BufReader<Reader>,
+    wr: Writer,
+    /// The QUIC endpoint and connection, when on QUIC.
+    pub quic: Option<(quinn::Endpoint, quinn::Connection)>,
+}
+
+/// How to reach a server over QUIC.
+pub struct QuicTarget<'a> {
+    pub addr: SocketAddr,
+    pub server_name: &'a str,
+    /// Trusted roots (e.g. the server's self-signed certificate).
+    pub roots: rustls::RootCertStore,
+    /// Client certificate chain and key, for servers that require one.
+    pub client_cert: Option<(Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>)>,
+    /// Stream receive window (the connection's is twice that).
+    pub receive_window: u32,
+}
+
+impl<'a> QuicTarget<'a> {
+    pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
+        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20 }
+    }
+}
+
+impl Client {
+    pub async fn connect_tcp(addr: SocketAddr) -> Result<Client, ClientError> {
+        let s = tokio::net::TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        let (r, w) = s.into_split();
+        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(1 << 20, Box::new(r)), wr: Box::new(w), quic: None })
+    }
+
+    /// TLS 1.3 with ALPN "smb", then one bidirectional stream (MS-SMB2 2.1).
+    pub async fn connect_quic(t: QuicTarget<'_>) -> Result<Client, ClientError> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let b = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| ClientError::Quic(e.to_string()))?
+            .with_root_certificates(t.roots);
+        let mut tls = match t.client_cert {
+            Some((chain, key)) => b.with_client_auth_cert(chain, key).map_err(|e| ClientError::Quic(e.to_string()))?,
+            None => b.with_no_client_auth(),
+        };
+        tls.alpn_protocols = vec![b"smb".to_vec()];
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| ClientError::Quic(e.to_string()))?;
+        let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
+        let mut transport = quinn::TransportConfig::default();
+        transport.stream_receive_window(quinn::VarInt::from_u32(t.receive_window));
+        transport.receive_window(quinn::VarInt::from_u32(t.receive_window.saturating_mul(2)));
+        transport.send_window(128 << 20);
+        cfg.transport_config(Arc::new(transport));
+        let bind: SocketAddr = if t.addr.is_ipv6() { "[::]:0".parse() } else { "0.0.0.0:0".parse() }.map_err(|_| ClientError::Quic("bind address".into()))?;
+        let mut ep = quinn::Endpoint::client(bind)?;
+        ep.set_default_client_config(cfg);
+        let conn = ep
+            .connect(t.addr, t.server_name)
+            .map_err(|e| ClientError::Quic(e.to_string()))?
+            .await
+            .map_err(|e| ClientError::Quic(e.to_string()))?;
+        let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
+        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(1 << 20, Box::new(recv)), wr: Box::new(send), quic: Some((ep, conn)) })
+    }
+
+    pub async fn send(&mut self, msg: &[u8]) -> Result<(), ClientError> {
+        self.wr.write_all(&framing::prefix(msg.len())).await?;
+        self.wr.write_all(msg).await?;
+        self.wr.flush().await?;
+        Ok(())
+    }
+
+    /// Next response frame, unsealed; interim STATUS_PENDING answers are skipped.
+    pub async fn recv(&mut self) -> Result<Vec<u8>, ClientError> {
+        loop {
+            let mut p = [0u8; 4];
+            self.rd.read_exact(&mut p).await?;
+            let len = framing::frame_len(p, framing::MAX_FRAME).map_err(|e| ClientError::Protocol(format!("{e:?}")))?;
+            let mut m = vec![0u8; len];
+            self.rd.read_exact(&mut m).await?;
+            let m = self.core.open(m)?;
+            let h = Header::decode(&m).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if h.is_async() && NtStatus(h.status) == NtStatus::PENDING {
+                continue;
+            }
+            return Ok(m);
+        }
+    }
+
+    /// One request, one checked response.
+    pub async fn call(&mut self, command: Command, charge: u16, body: &[u8]) -> Result<(Header, Vec<u8>), ClientError> {
+        let (_, m) = self.core.request(command, charge, body);
+        self.send(&m).await?;
+        let r = self.recv().await?;
+        Ok((check(&r, command)?, r))
+    }
+
+    pub async fn negotiate(&mut self, transport_caps: bool) -> Result<(), ClientError> {
+        let body = self.core.negotiate_body(transport_caps);
+        let (_, m) = self.core.request(Command::NEGOTIATE, 1, &body);
+        self.core.hash(&m);
+        self.send(&m).await?;
+        let r = self.recv().await?;
+        self.core.on_negotiate(&r)
+    }
+
+    pub async fn login(&mut self, user: &str, password: &str) -> Result<(), ClientError> {
+        let mut auth = ClientAuth::new(user, "", password, filetime_now());
+        let mut token = auth.step(None).map_err(|e| ClientError::Protocol(e.to_string()))?.unwrap_or_default();
+        loop {
+            let mut b = vec![0u8; HEADER_LEN];
+            smbq_wire::session_setup::encode_request(&mut b, 0, 1, &token);
+            let (_, m) = self.core.request(Command::SESSION_SETUP, 1, &b[HEADER_LEN..]);
+            let mut hash = self.core.preauth();
+            hash.update(&m);
+            self.send(&m).await?;
+            let r = self.recv().await?;
+            let h = check(&r, Command::SESSION_SETUP)?;
+            self.core.session_id = h.session_id;
+            let body = r.get(HEADER_LEN..).unwrap_or(&[]);
+            let mut rd = smbq_wire::Reader::new(body);
+            let bad = |_| ClientError::Protocol("bad SESSION_SETUP response".into());
+            rd.skip(2).map_err(bad)?;
+            let session_flags = rd.u16().map_err(bad)?;
+            let off = rd.u16().map_err(bad)? as usize;
+            let len = rd.u16().map_err(bad)? as usize;
+            let server_token = smbq_wire::reader::at(&r, off, len).map_err(bad)?.to_vec();
+            if NtStatus(h.status) == NtStatus::MORE_PROCESSING_REQUIRED {
+                hash.update(&r);
+                self.core.set_preauth(hash);
+                token = auth
+                    .step(Some(&server_token))
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?
+                    .ok_or_else(|| ClientError::Protocol("authentication ended early".into()))?;
+                continue;
+            }
+            auth.step(Some(&server_token)).map_err(|e| ClientError::Protocol(format!("server token: {e}")))?;
+            return self.core.on_session_established(&auth, &hash, session_flags, &r);
+        }
+    }
+
+    pub async fn tree_connect(&mut self, unc: &str) -> Result<u32, ClientError> {
+        let path: Vec<u8> = unc.encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+        let mut b = Vec::new();
+        b.u16(9);
+        b.u16(0);
+        b.u16((HEADER_LEN + 8) as u16);
+        b.u16(path.len() as u16);
+        b.bytes(&path);
+        let (h, r) = self.call(Command::TREE_CONNECT, 1, &b).await?;
+        self.core.tree_id = h.tree_id;
+        let share_flags = u32::from_le_bytes(r.get(HEADER_LEN + 4..HEADER_LEN + 8).and_then(|s| s.try_into().ok()).unwrap_or([0; 4]));
+        if share_flags & smbq_wire::tree_connect::share_flags::ENCRYPT_DATA != 0 && !self.core.transport_security {
+            self.core.encrypt = true;
+        }
+        Ok(h.tree_id)
+    }
+
+    /// Open or create `path` for read and write (and delete).
+    pub async fn create(&mut self, path: &str, disp: u32, options: u32) -> Result<(FileId, CreateResponse), ClientError> {
+        let req = CreateRequest {
+            oplock_level: 0,
+            impersonation_level: 2,
+            desired_access: 0x0013_019F, // read/write data+attributes, delete, read control, synchronize
+            file_attributes: 0,
+            share_access: 7,
+            disposition: disp,
+            options,
+            name: path.to_string(),
+            contexts: Vec::new(),
+        };
+        let mut b = vec![0u8; HEADER_LEN];
+        req.encode(&mut b, 0);
+        let (_, r) = self.call(Command::CREATE, 1, &b[HEADER_LEN..]).await?;
+        let (resp, _) = CreateResponse::decode(&r).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok((resp.file_id, resp))
+    }
+
+    pub async fn write(&mut self, fid: FileId, offset: u64, data: &[u8]) -> Result<u32, ClientError> {
+        let req = smbq_wire::write::WriteRequest { offset, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data };
+        let mut b = Vec::with_capacity(64 + data.len());
+        req.encode(&mut b);
+        let (_, r) = self.call(Command::WRITE, charge(data.len()), &b).await?;
+        smbq_wire::write::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    pub async fn read(&mut self, fid: FileId, offset: u64, len: u32) -> Result<Vec<u8>, ClientError> {
+        let req = smbq_wire::read::ReadRequest { length: len, offset, file_id: fid, ..Default::default() };
+        let mut b = Vec::new();
+        req.encode(&mut b);
+        let (_, r) = self.call(Command::READ, charge(len as usize), &b).await?;
+        Ok(smbq_wire::read::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))?.to_vec())
+    }
+
+    pub async fn close(&mut self, fid: FileId) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::close::CloseRequest { flags: 0, file_id: fid }.encode(&mut b);
+        self.call(Command::CLOSE, 1, &b).await.map(|_| ())
+    }
+
+    /// Delete a file: open it with FILE_DELETE_ON_CLOSE and close it.
+    pub async fn delete(&mut self, path: &str) -> Result<(), ClientError> {
+        let (fid, _) = self.create(path, disposition::OPEN, 0x0000_1040).await?;
+        self.close(fid).await
+    }
+
+    pub async fn echo(&mut self) -> Result<(), ClientError> {
+        self.call(Command::ECHO, 1, &[4, 0, 0, 0]).await.map(|_| ())
+    }
+}
+
+/// Credits a READ/WRITE of `len` bytes costs (MS-SMB2 3.1.5.2).
+pub fn charge(len: usize) -> u16 {
+    (len.max(1).div_ceil(65536)).min(u16::MAX as usize) as u16
+}
+
+fn filetime_now() -> u64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() + 11_644_473_600) * 10_000_000 + u64::from(d.subsec_nanos() / 100)
+}

@@ -1,0 +1,280 @@
+//! SMB over QUIC end to end on loopback: our QUIC listener and engine,
+//! driven by `smbq-client` over quinn. (The independent client, smb-rs, is
+//! exercised in tests/e2e/test_smbrs.py.)
+
+use smbq_auth::UserDb;
+use smbq_client::{Client, ClientError, QuicTarget};
+use smbq_server::{EncryptPolicy, Server, ServerConfig, ShareConfig};
+use smbq_transport::quic::{self, QuicOptions};
+use smbq_transport::tls::{self, ClientAccess};
+use smbq_wire::create::disposition;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+struct Running {
+    addr: SocketAddr,
+    tcp: SocketAddr,
+    cert: rustls::pki_types::CertificateDer<'static>,
+    stop: Option<oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+async fn start(share_encrypt: EncryptPolicy, access: ClientAccess, opts: QuicOptions) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("share")).unwrap();
+    let mut users = UserDb::new();
+    users.add("alice", "secret");
+    let mut config = ServerConfig::default();
+    config.shares.push(ShareConfig { name: "share".into(), path: dir.path().join("share"), read_only: false, encrypt: share_encrypt });
+    let server = Arc::new(Server::new(config, users).unwrap());
+    let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
+    let cert = id.chain[0].clone();
+    let tls_cfg = tls::server_config(&id, &access).unwrap();
+    let ep = quic::endpoint("127.0.0.1:0".parse().unwrap(), tls_cfg, &opts).unwrap();
+    let addr = ep.local_addr().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let tcp = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let (tcp_stop, tcp_rx) = oneshot::channel::<()>();
+    tokio::spawn(quic::serve(ep, server.clone(), opts, async move {
+        let _ = rx.await;
+        let _ = tcp_stop.send(());
+    }));
+    tokio::spawn(smbq_transport::tcp::serve(listener, server, async move {
+        let _ = tcp_rx.await;
+    }));
+    Running { addr, tcp, cert, stop: Some(stop), _dir: dir }
+}
+
+fn roots(cert: &rustls::pki_types::CertificateDer<'static>) -> rustls::RootCertStore {
+    let mut r = rustls::RootCertStore::empty();
+    r.add(cert.clone()).unwrap();
+    r
+}
+
+async fn quic_client(s: &Running) -> Result<Client, ClientError> {
+    Client::connect_quic(QuicTarget::new(s.addr, "localhost", roots(&s.cert))).await
+}
+
+async fn session(c: &mut Client, transport_caps: bool) {
+    c.negotiate(transport_caps).await.unwrap();
+    c.login("alice", "secret").await.unwrap();
+    c.tree_connect("\\\\localhost\\share").await.unwrap();
+}
+
+/// Write and read back `size` bytes in 1 MiB requests; returns the data.
+async fn round_trip(c: &mut Client, name: &str, size: usize) {
+    let data: Vec<u8> = (0..size).map(|i| (i * 7 + i / 4096) as u8).collect();
+    let (fid, _) = c.create(name, disposition::OVERWRITE_IF, 0).await.unwrap();
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        assert_eq!(c.write(fid, (i << 20) as u64, chunk).await.unwrap() as usize, chunk.len());
+    }
+    let mut back = Vec::new();
+    while back.len() < size {
+        back.extend(c.read(fid, back.len() as u64, 1 << 20).await.unwrap());
+    }
+    assert!(back == data, "read back differs");
+    c.close(fid).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transport_capabilities_turn_off_smb_encryption_on_quic_only() {
+    let s = start(EncryptPolicy::Required, ClientAccess::default(), QuicOptions::default()).await;
+    // QUIC + SMB2_TRANSPORT_CAPABILITIES: no TRANSFORM header either way,
+    // although the share requires encryption.
+    let mut c = quic_client(&s).await.unwrap();
+    session(&mut c, true).await;
+    assert!(c.core.transport_security, "server answered the context");
+    round_trip(&mut c, "q.bin", 3 << 20).await;
+    assert_eq!((c.core.transforms_sent, c.core.transforms_received), (0, 0));
+
+    // QUIC without the context: SMB encryption as usual.
+    let mut c = quic_client(&s).await.unwrap();
+    session(&mut c, false).await;
+    assert!(!c.core.transport_security);
+    round_trip(&mut c, "q2.bin", 1 << 20).await;
+    assert!(c.core.transforms_received > 3 && c.core.transforms_sent > 3);
+
+    // TCP never accepts the context: the share stays encrypted.
+    let mut c = Client::connect_tcp(s.tcp).await.unwrap();
+    session(&mut c, true).await;
+    assert!(!c.core.transport_security, "never on TCP");
+    round_trip(&mut c, "t.bin", 1 << 20).await;
+    assert!(c.core.transforms_received > 3);
+}
+
+fn client_identity(cn: &str) -> (Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>, [u8; 32]) {
+    let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut p = rcgen::CertificateParams::new(vec![cn.to_string()]).unwrap();
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let c = p.self_signed(&kp).unwrap();
+    let der = c.der().clone();
+    let fp = tls::parse_fingerprint(&tls::fingerprint(&der)).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(kp.serialize_der()).unwrap();
+    (vec![der], key, fp)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_allowed_by_fingerprint() {
+    let (good_chain, good_key, good_fp) = client_identity("good-client");
+    let (bad_chain, bad_key, _) = client_identity("bad-client");
+    let access = ClientAccess { require_cert: true, fingerprints: vec![good_fp], ca: None };
+    let s = start(EncryptPolicy::Desired, access, QuicOptions::default()).await;
+    let connect = |chain, key| {
+        Client::connect_quic(QuicTarget { client_cert: Some((chain, key)), ..QuicTarget::new(s.addr, "localhost", roots(&s.cert)) })
+    };
+    let mut c = connect(good_chain, good_key).await.expect("allowed certificate connects");
+    session(&mut c, true).await;
+    c.echo().await.unwrap();
+    // Outside the allow list: refused in the handshake (TLS 1.3 reports the
+    // client's failure when the server closes; either step may fail).
+    let refused = match connect(bad_chain, bad_key).await {
+        Err(_) => true,
+        Ok(mut c) => c.negotiate(true).await.is_err(),
+    };
+    assert!(refused, "a certificate outside the allow list is refused");
+    let refused = match quic_client(&s).await {
+        Err(_) => true,
+        Ok(mut c) => c.negotiate(true).await.is_err(),
+    };
+    assert!(refused, "no certificate is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_rebinding_mid_transfer_finishes_byte_exact() {
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let mut c = quic_client(&s).await.unwrap();
+    session(&mut c, true).await;
+    let size = 32 << 20;
+    let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    let (fid, _) = c.create("migrate.bin", disposition::OVERWRITE_IF, 0).await.unwrap();
+    let before = c.quic.as_ref().unwrap().0.local_addr().unwrap();
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        if i == 8 {
+            // New local port mid-transfer (NAT rebinding / client roaming).
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            c.quic.as_ref().unwrap().0.rebind(sock).unwrap();
+        }
+        c.write(fid, (i << 20) as u64, chunk).await.unwrap();
+    }
+    let after = c.quic.as_ref().unwrap().0.local_addr().unwrap();
+    assert_ne!(before.port(), after.port());
+    let mut back = Vec::new();
+    while back.len() < size {
+        back.extend(c.read(fid, back.len() as u64, 1 << 20).await.unwrap());
+    }
+    assert!(back == data);
+    c.close(fid).await.unwrap();
+}
+
+/// A QUIC connection with its SMB stream open, but no SMB client on it.
+async fn raw_stream(s: &Running) -> (quinn::Endpoint, quinn::Connection, quinn::SendStream, quinn::RecvStream) {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots(&s.cert))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"smb".to_vec()];
+    let cfg = quinn::ClientConfig::new(Arc::new(quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap()));
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    ep.set_default_client_config(cfg);
+    let conn = ep.connect(s.addr, "localhost").unwrap().await.unwrap();
+    let (send, recv) = conn.open_bi().await.unwrap();
+    (ep, conn, send, recv)
+}
+
+async fn still_serves(s: &Running) {
+    let mut c = quic_client(s).await.expect("server still accepts connections");
+    session(&mut c, true).await;
+    c.echo().await.unwrap();
+}
+
+async fn closed_within(conn: &quinn::Connection, secs: u64) -> bool {
+    tokio::time::timeout(Duration::from_secs(secs), conn.closed()).await.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_framing_closes_that_connection_only() {
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    // Not a Direct TCP session message.
+    let (_ep, conn, mut send, _recv) = raw_stream(&s).await;
+    send.write_all(&[0x85, 0, 0, 0, 1, 2, 3]).await.unwrap();
+    assert!(closed_within(&conn, 5).await, "bad framing closes the connection");
+    // A length prefix above the maximum.
+    let (_ep, conn, mut send, _recv) = raw_stream(&s).await;
+    send.write_all(&[0, 0xFF, 0xFF, 0xFF]).await.unwrap();
+    assert!(closed_within(&conn, 5).await, "oversized frame closes the connection");
+    // Garbage inside a well-framed message.
+    let (_ep, conn, mut send, _recv) = raw_stream(&s).await;
+    send.write_all(&[0, 0, 0, 8, b'G', b'A', b'R', b'B', b'A', b'G', b'E', b'!']).await.unwrap();
+    assert!(closed_within(&conn, 5).await, "a non-SMB message closes the connection");
+    still_serves(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extra_streams_are_not_granted() {
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let (_ep, conn, _send, _recv) = raw_stream(&s).await;
+    // The server allows one bidirectional stream and no unidirectional ones:
+    // further opens get no credit (a peer that ignores the limit is closed by quinn).
+    assert!(tokio::time::timeout(Duration::from_millis(500), conn.open_bi()).await.is_err());
+    assert!(tokio::time::timeout(Duration::from_millis(500), conn.open_uni()).await.is_err());
+    still_serves(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_clients_are_dropped() {
+    let opts = QuicOptions { handshake_timeout: Duration::from_secs(1), ..QuicOptions::default() };
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), opts).await;
+    // A handshake that never finishes: a lone datagram that is not QUIC, and
+    // a UDP socket that goes quiet; neither holds the server up.
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    u.send_to(&[0xC0; 1200], s.addr).unwrap();
+    // A finished handshake that never opens its stream is closed.
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots(&s.cert))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"smb".to_vec()];
+    let cfg = quinn::ClientConfig::new(Arc::new(quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap()));
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    ep.set_default_client_config(cfg);
+    let conn = ep.connect(s.addr, "localhost").unwrap().await.unwrap();
+    assert!(closed_within(&conn, 5).await, "no stream in time: closed");
+    still_serves(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_dropped() {
+    let opts = QuicOptions { send_timeout: Duration::from_secs(1), stream_window: 256 << 10, connection_window: 512 << 10, ..QuicOptions::default() };
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), opts).await;
+    let target = QuicTarget { receive_window: 1 << 20, ..QuicTarget::new(s.addr, "localhost", roots(&s.cert)) };
+    let mut c = Client::connect_quic(target).await.unwrap();
+    session(&mut c, true).await;
+    let (fid, _) = c.create("big.bin", disposition::OVERWRITE_IF, 0).await.unwrap();
+    c.write(fid, 0, &vec![1u8; 4 << 20]).await.unwrap();
+    // Ask for 4 MiB many times and never read the answers.
+    for _ in 0..8 {
+        let req = smbq_wire::read::ReadRequest { length: 4 << 20, offset: 0, file_id: fid, ..Default::default() };
+        let mut b = Vec::new();
+        req.encode(&mut b);
+        let (_, m) = c.core.request(smbq_wire::Command::READ, 64, &b);
+        c.send(&m).await.unwrap();
+    }
+    let conn = c.quic.as_ref().unwrap().1.clone();
+    assert!(closed_within(&conn, 10).await, "the server gives up on a peer that takes no data");
+    still_serves(&s).await;
+}
