@@ -157,7 +157,9 @@ impl Header {
         if self.is_async() {
             out.u64(self.async_id);
         } else {
-            out.u32(0xFEFF); // Reserved: Windows and Samba send 0xFEFF
+            // Reserved (ProcessId): 0, as Samba answers; some clients (smb-rs)
+            // verify signatures over a header rebuilt with 0 here.
+            out.u32(0);
             out.u32(self.tree_id);
         }
         out.u64(self.session_id);
