@@ -65,26 +65,7 @@ impl Client {
 
     /// TLS 1.3 with ALPN "smb", then one bidirectional stream (MS-SMB2 2.1).
     pub async fn connect_quic(t: QuicTarget<'_>) -> Result<Client, ClientError> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let b = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| ClientError::Quic(e.to_string()))?
-            .with_root_certificates(t.roots);
-        let mut tls = match t.client_cert {
-            Some((chain, key)) => b.with_client_auth_cert(chain, key).map_err(|e| ClientError::Quic(e.to_string()))?,
-            None => b.with_no_client_auth(),
-        };
-        tls.alpn_protocols = vec![b"smb".to_vec()];
-        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| ClientError::Quic(e.to_string()))?;
-        let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
-        let mut transport = quinn::TransportConfig::default();
-        transport.stream_receive_window(quinn::VarInt::from_u32(t.receive_window));
-        transport.receive_window(quinn::VarInt::from_u32(t.receive_window.saturating_mul(2)));
-        transport.send_window(128 << 20);
-        cfg.transport_config(Arc::new(transport));
-        let bind: SocketAddr = if t.addr.is_ipv6() { "[::]:0".parse() } else { "0.0.0.0:0".parse() }.map_err(|_| ClientError::Quic("bind address".into()))?;
-        let mut ep = quinn::Endpoint::client(bind)?;
-        ep.set_default_client_config(cfg);
+        let ep = quic_endpoint(&t)?;
         let conn = ep
             .connect(t.addr, t.server_name)
             .map_err(|e| ClientError::Quic(e.to_string()))?
@@ -235,9 +216,87 @@ impl Client {
         self.close(fid).await
     }
 
+    /// Write `data` at offset 0 in `chunk`-byte WRITEs with up to `depth`
+    /// requests outstanding (the fio iodepth of the benchmarks).
+    pub async fn write_pipelined(&mut self, fid: FileId, data: &[u8], chunk: usize, depth: usize) -> Result<(), ClientError> {
+        let chunks: Vec<&[u8]> = data.chunks(chunk.max(1)).collect();
+        let (mut sent, mut done) = (0usize, 0usize);
+        while done < chunks.len() {
+            while sent < chunks.len() && sent - done < depth.max(1) {
+                let c = chunks.get(sent).copied().unwrap_or_default();
+                let req = smbq_wire::write::WriteRequest { offset: (sent * chunk) as u64, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data: c };
+                let mut b = Vec::with_capacity(64 + c.len());
+                req.encode(&mut b);
+                let (_, m) = self.core.request(Command::WRITE, charge(c.len()), &b);
+                self.send(&m).await?;
+                sent += 1;
+            }
+            let r = self.recv().await?;
+            check(&r, Command::WRITE)?;
+            done += 1;
+        }
+        Ok(())
+    }
+
+    /// Read `size` bytes from offset 0 in `chunk`-byte READs with up to
+    /// `depth` outstanding; calls `sink` with each chunk in offset order.
+    pub async fn read_pipelined(&mut self, fid: FileId, size: u64, chunk: u32, depth: usize, mut sink: impl FnMut(u64, &[u8])) -> Result<(), ClientError> {
+        let chunk = chunk.max(1);
+        let n = size.div_ceil(u64::from(chunk));
+        let (mut sent, mut done) = (0u64, 0u64);
+        let mut ids = std::collections::VecDeque::new();
+        while done < n {
+            while sent < n && sent - done < depth.max(1) as u64 {
+                let off = sent * u64::from(chunk);
+                let len = (size - off).min(u64::from(chunk)) as u32;
+                let req = smbq_wire::read::ReadRequest { length: len, offset: off, file_id: fid, ..Default::default() };
+                let mut b = Vec::new();
+                req.encode(&mut b);
+                let (id, m) = self.core.request(Command::READ, charge(len as usize), &b);
+                self.send(&m).await?;
+                ids.push_back((id, off));
+                sent += 1;
+            }
+            let r = self.recv().await?;
+            let h = check(&r, Command::READ)?;
+            let (id, off) = ids.pop_front().unwrap_or_default();
+            if h.message_id != id {
+                return Err(ClientError::Protocol(format!("READ answers out of order: {} for {id}", h.message_id)));
+            }
+            sink(off, smbq_wire::read::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))?);
+            done += 1;
+        }
+        Ok(())
+    }
+
     pub async fn echo(&mut self) -> Result<(), ClientError> {
         self.call(Command::ECHO, 1, &[4, 0, 0, 0]).await.map(|_| ())
     }
+}
+
+/// A client QUIC endpoint for `t`: TLS 1.3, ALPN "smb", its windows.
+pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let b = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| ClientError::Quic(e.to_string()))?
+        .with_root_certificates(t.roots.clone());
+    let mut tls = match &t.client_cert {
+        Some((chain, key)) => b.with_client_auth_cert(chain.clone(), key.clone_key()).map_err(|e| ClientError::Quic(e.to_string()))?,
+        None => b.with_no_client_auth(),
+    };
+    tls.alpn_protocols = vec![b"smb".to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| ClientError::Quic(e.to_string()))?;
+    let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport.stream_receive_window(quinn::VarInt::from_u32(t.receive_window));
+    transport.receive_window(quinn::VarInt::from_u32(t.receive_window.saturating_mul(2)));
+    transport.send_window(u64::from(t.receive_window) * 2);
+    cfg.transport_config(Arc::new(transport));
+    let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
+    let mut ep = quinn::Endpoint::client(bind)?;
+    ep.set_default_client_config(cfg);
+    Ok(ep)
 }
 
 /// Credits a READ/WRITE of `len` bytes costs (MS-SMB2 3.1.5.2).
