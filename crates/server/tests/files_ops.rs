@@ -207,13 +207,33 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 #[test]
 fn create_write_read_close() {
     let mut c = Client::new();
-    let f = c.create("\\a.txt", GENERIC_READ | GENERIC_WRITE, 0, disposition::OVERWRITE_IF, options::NON_DIRECTORY_FILE).unwrap();
+    // Names are share-relative: a leading separator is invalid.
+    assert_eq!(c.create("\\a.txt", GENERIC_READ, 0, disposition::OVERWRITE_IF, 0), Err(NtStatus::INVALID_PARAMETER));
+    let f = c.create("a.txt", GENERIC_READ | GENERIC_WRITE, 0, disposition::OVERWRITE_IF, options::NON_DIRECTORY_FILE).unwrap();
     assert_eq!(c.write(f, 0, b"hello world"), NtStatus::SUCCESS);
     assert_eq!(c.read(f, 6, 100), (NtStatus::SUCCESS, b"world".to_vec()));
+    // The read moved FilePositionInformation to its end.
+    assert_eq!(u64_at(&c.query(f, info_type::FILE, class::POSITION, 8, 0).1, 0), 11);
+    assert_eq!(c.set(f, class::POSITION, &3u64.to_le_bytes()), NtStatus::SUCCESS);
+    assert_eq!(u64_at(&c.query(f, info_type::FILE, class::ALL, 4096, 0).1, 80), 3);
     assert_eq!(c.read(f, 11, 1).0, NtStatus::END_OF_FILE);
     assert_eq!(c.read(f, 0, 0).0, NtStatus::SUCCESS);
-    // Append at end of file (offset -1).
-    assert_eq!(c.write(f, u64::MAX, b"!"), NtStatus::SUCCESS);
+    // FileModeInformation: write-through and sequential-only can change.
+    assert_eq!(c.set(f, class::MODE, &2u32.to_le_bytes()), NtStatus::SUCCESS);
+    assert_eq!(c.query(f, info_type::FILE, class::MODE, 4, 0).1, 2u32.to_le_bytes());
+    assert_eq!(c.set(f, class::MODE, &1u32.to_le_bytes()), NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.set(f, class::MODE, &0u32.to_le_bytes()), NtStatus::SUCCESS);
+    assert_eq!(u32::from_le_bytes(c.query(f, info_type::FILE, class::ALL, 4096, 0).1[88..92].try_into().unwrap()), 0);
+    // Offsets are signed: -1 is no "append" over SMB2, and ranges must end
+    // by i64::MAX (writes by NTFS's 16 TiB - 64 KiB).
+    assert_eq!(c.write(f, u64::MAX, b"!"), NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.write(f, i64::MAX as u64, b"!"), NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.write(f, i64::MAX as u64, b""), NtStatus::SUCCESS);
+    assert_eq!(c.write(f, 0xFFF_FFFF_0000, b"!"), NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.read(f, i64::MAX as u64, 1).0, NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.read(f, 1 << 63, 0).0, NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.read(f, i64::MAX as u64 - 1, 1).0, NtStatus::END_OF_FILE);
+    assert_eq!(c.write(f, 11, b"!"), NtStatus::SUCCESS);
     let (st, r) = c.close(f, POSTQUERY_ATTRIB);
     assert_eq!(st, NtStatus::SUCCESS);
     let resp = CloseResponse::decode(&r).unwrap();
@@ -238,6 +258,8 @@ fn create_errors() {
     let mut c = Client::new();
     assert_eq!(c.create("missing", GENERIC_READ, 0, disposition::OPEN, 0), Err(NtStatus::OBJECT_NAME_NOT_FOUND));
     assert_eq!(c.create("a:b", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_NAME_INVALID));
+    assert_eq!(c.create("..\\..", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
+    assert_eq!(c.create("a\\..\\b", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
     assert_eq!(c.create("x", GENERIC_READ, 0, 6, 0), Err(NtStatus::INVALID_PARAMETER));
     assert_eq!(c.create("x", GENERIC_READ, 0, 1, options::DIRECTORY_FILE | options::NON_DIRECTORY_FILE), Err(NtStatus::INVALID_PARAMETER));
     assert_eq!(c.create("x", GENERIC_READ, 0, 1, options::OPEN_BY_FILE_ID), Err(NtStatus::NOT_SUPPORTED));
@@ -324,15 +346,25 @@ fn query_info_classes() {
     assert_eq!(&all[100..], &name[..]);
     let (st, cut) = c.query(f, info_type::FILE, class::ALL, 104, 0);
     assert_eq!((st, cut.len()), (NtStatus::BUFFER_OVERFLOW, 104));
+    // Below the fixed part as Windows counts it (rounded to 8): mismatch.
+    assert_eq!(c.query(f, info_type::FILE, class::ALL, 103, 0).0, NtStatus::INFO_LENGTH_MISMATCH);
     let (_, stream) = c.query(f, info_type::FILE, class::STREAM, 4096, 0);
     assert_eq!(u64_at(&stream, 8), 1000);
     assert_eq!(c.query(f, info_type::FILE, 99, 4096, 0).0, NtStatus::INVALID_INFO_CLASS);
-    assert_eq!(c.query(f, info_type::FILE, class::ALTERNATE_NAME, 4096, 0).0, NtStatus::NOT_SUPPORTED);
+    // 8.3 alternate name: a valid 8.3 name comes back upper-cased.
+    let (st, alt) = c.query(f, info_type::FILE, class::ALTERNATE_NAME, 4096, 0);
+    assert_eq!(st, NtStatus::SUCCESS);
+    let want: Vec<u8> = "Q.BIN".encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+    assert_eq!(&alt[4..], &want[..]);
+    // Without FILE_READ_EA the EA list is denied; with it there are none.
+    assert_eq!(c.query(f, info_type::FILE, class::FULL_EA, 4096, 0).0, NtStatus::NO_EAS_ON_FILE);
     assert_eq!(c.query(f, info_type::QUOTA, 0, 4096, 0).0, NtStatus::NOT_SUPPORTED);
 
     let (st, fsa) = c.query(f, info_type::FILESYSTEM, fs_class::ATTRIBUTE, 4096, 0);
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(&fsa[12..], &[b'N', 0, b'T', 0, b'F', 0, b'S', 0]);
+    let (st, ctl) = c.query(f, info_type::FILESYSTEM, fs_class::CONTROL, 4096, 0);
+    assert_eq!((st, ctl.len()), (NtStatus::SUCCESS, 48));
     let (_, size) = c.query(f, info_type::FILESYSTEM, fs_class::FULL_SIZE, 4096, 0);
     assert_eq!(size.len(), 32);
     assert!(u64_at(&size, 0) > 0);
@@ -349,6 +381,7 @@ fn query_info_classes() {
     let a = c.create("sub\\q.bin", READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, 0).unwrap();
     assert_eq!(c.query(a, info_type::SECURITY, 0, 4096, 0x7).0, NtStatus::ACCESS_DENIED);
     assert_eq!(c.query(a, info_type::FILE, class::BASIC, 40, 0).0, NtStatus::SUCCESS);
+    assert_eq!(c.query(a, info_type::FILE, class::FULL_EA, 4096, 0).0, NtStatus::ACCESS_DENIED);
 }
 
 #[test]
@@ -496,4 +529,92 @@ fn related_compound_create_query_close() {
     ];
     let r = c.compound(&elems);
     assert_eq!(r.iter().map(|e| e.0).collect::<Vec<_>>(), [NtStatus::OBJECT_NAME_NOT_FOUND; 3]);
+}
+
+#[test]
+fn create_contexts_and_special_names() {
+    let mut c = Client::new();
+    // AllocationSize reserves space for a created file.
+    let alsi = (1u64 << 20).to_le_bytes();
+    let (st, r) = c.create_ex("big", GENERIC_READ | GENERIC_WRITE, ALL_SHARE, disposition::CREATE, 0, vec![CreateContext { name: b"AlSi", data: &alsi }]);
+    assert_eq!(st, NtStatus::SUCCESS);
+    let resp = CreateResponse::decode(&r).unwrap().0;
+    assert_eq!((resp.allocation_size, resp.end_of_file), (1 << 20, 0));
+    // A malformed AllocationSize, or a context name under 4 bytes, is invalid.
+    let (st, _) = c.create_ex("big2", GENERIC_READ, ALL_SHARE, disposition::CREATE, 0, vec![CreateContext { name: b"AlSi", data: &[1, 2] }]);
+    assert_eq!(st, NtStatus::INVALID_PARAMETER);
+    let (st, _) = c.create_ex("big2", GENERIC_READ, ALL_SHARE, disposition::CREATE, 0, vec![CreateContext { name: b"xyz", data: &[] }]);
+    assert_eq!(st, NtStatus::INVALID_PARAMETER);
+    // No snapshots: a timewarp open finds nothing.
+    let (st, _) = c.create_ex("big", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0, vec![CreateContext { name: b"TWrp", data: &[0; 8] }]);
+    assert_eq!(st, NtStatus::OBJECT_NAME_NOT_FOUND);
+    // No access at all is denied; a TEMPORARY directory is invalid.
+    assert_eq!(c.create("big", 0, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::ACCESS_DENIED));
+    let (st, _) = c.call(Command::CREATE, &Client::body(|m| {
+        CreateRequest {
+            oplock_level: 0,
+            impersonation_level: 2,
+            desired_access: GENERIC_READ,
+            file_attributes: 0x100,
+            share_access: ALL_SHARE,
+            disposition: disposition::CREATE,
+            options: options::DIRECTORY_FILE,
+            name: "tmpdir".into(),
+            contexts: vec![],
+        }
+        .encode(m, 0)
+    }));
+    assert_eq!(st, NtStatus::INVALID_PARAMETER);
+    // The quota file is faked as a hidden system directory on the root.
+    let (st, r) = c.create_ex("$Extend\\$Quota:$Q:$INDEX_ALLOCATION", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0, vec![]);
+    assert_eq!(st, NtStatus::SUCCESS);
+    let resp = CreateResponse::decode(&r).unwrap().0;
+    assert_eq!((resp.file_attributes, resp.creation_time, resp.last_write_time), (0x36, 0, 0));
+    assert_eq!(c.set(resp.file_id, class::DISPOSITION, &[1]), NtStatus::ACCESS_DENIED);
+    assert_eq!(c.close(resp.file_id, 0).0, NtStatus::SUCCESS);
+}
+
+#[test]
+fn rename_needs_the_parent_shareable() {
+    let mut c = Client::new();
+    std::fs::create_dir(c.dir.path().join("d")).unwrap();
+    std::fs::write(c.dir.path().join("d").join("f"), b"x").unwrap();
+    let rename = |c: &mut Client, fid: FileId, to: &str| {
+        let mut b = Vec::new();
+        RenameInfo { replace_if_exists: false, root_directory: 0, name: to.into() }.encode(&mut b);
+        c.set(fid, class::RENAME, &b)
+    };
+    let f = c.create("d\\f", DELETE | READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    // An open of the parent holding DELETE, or data access without sharing
+    // delete, blocks renames inside it.
+    let d = c.create("d", DELETE | READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, options::DIRECTORY_FILE).unwrap();
+    assert_eq!(rename(&mut c, f, "d\\g"), NtStatus::SHARING_VIOLATION);
+    c.close(d, 0);
+    let d = c.create("d", GENERIC_READ, share::READ | share::WRITE, disposition::OPEN, options::DIRECTORY_FILE).unwrap();
+    assert_eq!(rename(&mut c, f, "d\\g"), NtStatus::SHARING_VIOLATION);
+    c.close(d, 0);
+    // Sharing delete without holding it is fine.
+    let d = c.create("d", GENERIC_READ, ALL_SHARE, disposition::OPEN, options::DIRECTORY_FILE).unwrap();
+    assert_eq!(rename(&mut c, f, "d\\g"), NtStatus::SUCCESS);
+    assert!(c.dir.path().join("d").join("g").exists());
+    c.close(d, 0);
+}
+
+#[test]
+fn enumeration_sees_deletions_made_meanwhile() {
+    let mut c = Client::new();
+    std::fs::create_dir(c.dir.path().join("d")).unwrap();
+    for n in ["a", "b", "c", "d"] {
+        std::fs::write(c.dir.path().join("d").join(n), b"").unwrap();
+    }
+    let d = c.create("d", GENERIC_READ, ALL_SHARE, disposition::OPEN, options::DIRECTORY_FILE).unwrap();
+    // One entry at a time: ".", "..", "a".
+    for want in [".", "..", "a"] {
+        assert_eq!(c.list(d, 0x02, "*"), (NtStatus::SUCCESS, vec![want.to_string()]));
+    }
+    std::fs::remove_file(c.dir.path().join("d").join("c")).unwrap();
+    std::fs::write(c.dir.path().join("d").join("bb"), b"").unwrap();
+    let (st, rest) = c.list(d, 0, "*");
+    assert_eq!((st, rest), (NtStatus::SUCCESS, vec!["b".to_string(), "bb".to_string(), "d".to_string()]));
+    assert_eq!(c.list(d, 0, "*").0, NtStatus::NO_MORE_FILES);
 }

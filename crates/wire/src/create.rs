@@ -99,7 +99,7 @@ impl<'a> CreateRequest<'a> {
         if name_len > 0 && name_off < HEADER_LEN + 56 {
             return Err(DecodeError::OutOfBounds);
         }
-        if name_len % 2 != 0 {
+        if !name_len.is_multiple_of(2) {
             return Err(DecodeError::Invalid);
         }
         if name_len > MAX_NAME {
@@ -178,7 +178,7 @@ pub fn decode_contexts(buf: &[u8]) -> Result<Vec<CreateContext<'_>>, DecodeError
         let data_len = r.u32()? as usize;
         let this = if next == 0 { rest } else { rest.get(..next).ok_or(DecodeError::OutOfBounds)? };
         // Names are at least 4 bytes (2.2.13.2; Windows fails shorter ones).
-        if next % 8 != 0 || (next != 0 && next < 16) || name_len < 4 || name_off < 16 {
+        if !next.is_multiple_of(8) || (next != 0 && next < 16) || name_len < 4 || name_off < 16 {
             return Err(DecodeError::Invalid);
         }
         if data_len > 0 && data_off < name_off + name_len {

@@ -64,6 +64,7 @@ pub mod fs_class {
     pub const SIZE: u8 = 3;
     pub const DEVICE: u8 = 4;
     pub const ATTRIBUTE: u8 = 5;
+    pub const CONTROL: u8 = 6;
     pub const FULL_SIZE: u8 = 7;
     pub const OBJECT_ID: u8 = 8;
     pub const SECTOR_SIZE: u8 = 11;
@@ -129,13 +130,13 @@ pub fn standard(out: &mut Vec<u8>, m: &FileMeta, delete_pending: bool) {
 
 /// FileAllInformation (MS-FSCC 2.4.2): basic, standard, internal, EA,
 /// access, position, mode, alignment and name information in a row.
-pub fn all(out: &mut Vec<u8>, m: &FileMeta, delete_pending: bool, access: u32, mode: u32, name: &str) {
+pub fn all(out: &mut Vec<u8>, m: &FileMeta, delete_pending: bool, access: u32, position: u64, mode: u32, name: &str) {
     basic(out, m);
     standard(out, m, delete_pending);
     out.u64(m.file_id); // FileInternalInformation
     out.u32(0); // FileEaInformation
     out.u32(access); // FileAccessInformation
-    out.u64(0); // FilePositionInformation
+    out.u64(position); // FilePositionInformation
     out.u32(mode); // FileModeInformation
     out.u32(0); // FileAlignmentInformation: byte aligned
     name_info(out, name);
@@ -145,6 +146,61 @@ pub fn all(out: &mut Vec<u8>, m: &FileMeta, delete_pending: bool, access: u32, m
 pub fn name_info(out: &mut Vec<u8>, name: &str) {
     out.u32(utf16_len(name) as u32);
     put_utf16le(out, name);
+}
+
+/// Punctuation an 8.3 name may hold besides letters and digits
+/// (MS-FSCC 2.1.5.2.1).
+const SHORT_PUNCT: &str = "$%'-_@~`!(){}^#&";
+
+fn short_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || SHORT_PUNCT.contains(c)
+}
+
+/// Whether `name` already is a valid 8.3 name (MS-FSCC 2.1.5.2.1): a base
+/// of 1 to 8 characters and an optional extension of 1 to 3 after the
+/// only dot, all letters, digits or the allowed punctuation.
+fn is_short_name(name: &str) -> bool {
+    let (base, ext) = match name.split_once('.') {
+        Some((b, e)) => (b, Some(e)),
+        None => (name, None),
+    };
+    let ok = |part: &str, max: usize| (1..=max).contains(&part.len()) && part.chars().all(short_char);
+    ok(base, 8) && ext.is_none_or(|e| ok(e, 3))
+}
+
+/// The 8.3 alternate name reported for `name` (FileAlternateNameInformation,
+/// MS-FSCC 2.4.5): the name itself in upper case when it already is a valid
+/// 8.3 name, else a generated `BASE~1.EXT` from up to six characters of
+/// the base and three of the last extension (characters an 8.3 name cannot
+/// hold are dropped, non-ASCII ones become `_`).
+pub fn short_name(name: &str) -> String {
+    if is_short_name(name) {
+        return name.to_ascii_uppercase();
+    }
+    let (base, ext) = match name.rfind('.') {
+        Some(i) if i > 0 => (&name[..i], &name[i + 1..]),
+        _ => (name, ""),
+    };
+    let clean = |s: &str, max: usize| -> String {
+        s.chars()
+            .filter_map(|c| match c {
+                c if short_char(c) => Some(c.to_ascii_uppercase()),
+                c if !c.is_ascii() => Some('_'),
+                _ => None,
+            })
+            .take(max)
+            .collect()
+    };
+    let mut base = clean(base, 6);
+    if base.is_empty() {
+        base.push('_');
+    }
+    let ext = clean(ext, 3);
+    if ext.is_empty() {
+        format!("{base}~1")
+    } else {
+        format!("{base}~1.{ext}")
+    }
 }
 
 /// FileNetworkOpenInformation (MS-FSCC 2.4.29), 56 bytes.
@@ -302,6 +358,16 @@ pub fn fs_sector_size(out: &mut Vec<u8>, bytes_per_sector: u32) {
     out.u32(0x3); // SSINFO_FLAGS_ALIGNED_DEVICE | SSINFO_FLAGS_PARTITION_ALIGNED_ON_DEVICE
     out.u32(0);
     out.u32(0);
+}
+
+/// FileFsControlInformation (MS-FSCC 2.5.2), 48 bytes: no free-space
+/// filtering, no default quota (thresholds and limits of -1), quotas off.
+pub fn fs_control(out: &mut Vec<u8>) {
+    out.zeros(24); // FreeSpaceStartFiltering, FreeSpaceThreshold, FreeSpaceStopFiltering
+    out.u64(u64::MAX); // DefaultQuotaThreshold
+    out.u64(u64::MAX); // DefaultQuotaLimit
+    out.u32(0); // FileSystemControlFlags
+    out.u32(0); // Padding
 }
 
 /// FileFsObjectIdInformation (MS-FSCC 2.5.6), 64 bytes.
@@ -466,6 +532,33 @@ mod tests {
     }
 
     #[test]
+    fn short_names() {
+        // Valid 8.3 names are returned upper-cased.
+        assert_eq!(short_name("bufsize.txt"), "BUFSIZE.TXT");
+        assert_eq!(short_name("README"), "README");
+        assert_eq!(short_name("a$b-c.x_y"), "A$B-C.X_Y");
+        // Everything else is generated.
+        assert_eq!(short_name("torture_smb2_getfinfo_access"), "TORTUR~1");
+        assert_eq!(short_name("long name.html"), "LONGNA~1.HTM");
+        assert_eq!(short_name("a.b.c"), "AB~1.C");
+        assert_eq!(short_name(".bashrc"), "BASHRC~1");
+        assert_eq!(short_name("abc."), "ABC~1");
+        assert_eq!(short_name("\u{e9}t\u{e9}.txt"), "_T_~1.TXT");
+        assert_eq!(short_name("a+b.txt"), "AB~1.TXT");
+        assert_eq!(short_name("..."), "_~1");
+        assert_eq!(short_name("123456789.txt"), "123456~1.TXT");
+    }
+
+    #[test]
+    fn fs_control_layout() {
+        let mut v = Vec::new();
+        fs_control(&mut v);
+        assert_eq!(v.len(), 48);
+        assert_eq!(&v[24..40], &[0xFF; 16]);
+        assert_eq!(&v[40..], &[0; 8]);
+    }
+
+    #[test]
     fn fixed_sizes() {
         let m = meta();
         let mut v = Vec::new();
@@ -478,8 +571,9 @@ mod tests {
         assert_eq!(v[20], 1);
         assert_eq!(v[21], 0);
         v.clear();
-        all(&mut v, &m, false, 0x1F01FF, 0x20, "\\a");
+        all(&mut v, &m, false, 0x1F01FF, 77, 0x20, "\\a");
         assert_eq!(v.len(), ALL_FIXED_LEN + 4);
+        assert_eq!(&v[80..88], &77u64.to_le_bytes());
         assert_eq!(&v[64..72], &m.file_id.to_le_bytes());
         assert_eq!(&v[76..80], &0x1F01FFu32.to_le_bytes());
         assert_eq!(&v[88..92], &0x20u32.to_le_bytes());

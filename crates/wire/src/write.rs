@@ -8,8 +8,6 @@ pub const REQUEST_SIZE: u16 = 49;
 pub const RESPONSE_SIZE: u16 = 17;
 /// SMB2_WRITEFLAG_WRITE_THROUGH.
 pub const WRITE_THROUGH: u32 = 0x0000_0001;
-/// Offset meaning "at the end of the file" (MS-FSA 2.1.5.3).
-pub const END_OF_FILE: u64 = u64::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteRequest<'a> {

@@ -128,9 +128,9 @@ fn validate(r: &CreateRequest<'_>) -> Result<(), NtStatus> {
     if r.desired_access & access::ACCESS_SYSTEM_SECURITY != 0 {
         return Err(NtStatus::PRIVILEGE_NOT_HELD);
     }
-    // Windows over SMB2 denies an open that asks for no access at all, or
-    // for nothing but SYNCHRONIZE (smbtorture smb2.create.gentest).
-    if r.desired_access & !access::SYNCHRONIZE == 0 {
+    // Windows over SMB2 denies an open that asks for no access at all
+    // (smbtorture smb2.create.gentest).
+    if r.desired_access == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if r.file_attributes & !attr::VALID_SET != 0 {
@@ -166,33 +166,42 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if granted & !maximal != 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let name = share_path(&r.name);
     match &share.kind {
-        ShareKind::Ipc => open_pipe(ctx, &r, name, granted, Arc::clone(&share)),
-        ShareKind::Disk(fs) => open_file(ctx, &r, name, granted, maximal, fs, Arc::clone(&share)),
+        ShareKind::Ipc => open_pipe(ctx, &r, share_path(&r.name), granted, Arc::clone(&share)),
+        // Names are share-relative: Windows fails one that starts with a
+        // separator (smbtorture smb2.create.leading-slash).
+        ShareKind::Disk(_) if r.name.starts_with('\\') => Err(NtStatus::INVALID_PARAMETER),
+        ShareKind::Disk(fs) => open_file(ctx, &r, &r.name, granted, maximal, fs, Arc::clone(&share)),
     }
 }
 
-fn open_pipe(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, name: &str, granted: u32, share: Arc<Share>) -> HResult {
-    let pipe = crate::rpc::Pipe::open(name, &ctx.conn.server)?;
-    let fid = new_file_id(ctx);
+/// Register a new open under `fid` and make it the compound's current file.
+#[allow(clippy::too_many_arguments)]
+fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc<Share>, kind: OpenKind, path: String, granted: u32, file_key: u64) {
     let open = Open {
         file_id: fid,
         session_id: ctx.session_id,
         tree_id: ctx.tree_id,
         share,
-        kind: OpenKind::Pipe(pipe),
-        path: name.to_string(),
+        kind,
+        path,
         access: granted,
         share_access: r.share_access,
         create_options: r.options,
-        file_key: 0,
-        delete_on_close: false,
+        file_key,
+        delete_on_close: file_key != 0 && r.options & options::DELETE_ON_CLOSE != 0,
         dir: None,
         lock_sequences: [0; 65],
+        position: 0,
     };
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);
+}
+
+fn open_pipe(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, name: &str, granted: u32, share: Arc<Share>) -> HResult {
+    let pipe = crate::rpc::Pipe::open(name, &ctx.conn.server)?;
+    let fid = new_file_id(ctx);
+    insert_open(ctx, fid, r, share, OpenKind::Pipe(pipe), name.to_string(), granted, 0);
     let m = pipe_meta();
     let resp = response(&m, CreateAction::Opened, fid);
     let header_start = ctx.header_start;
@@ -243,6 +252,27 @@ fn check_existing(st: &FileStat, entry: Option<&crate::files::FileEntry>, r: &Cr
     Ok(())
 }
 
+/// The NTFS quota index Windows clients open to manage quotas.
+const QUOTA_FAKE_FILE: &str = "$Extend\\$Quota:$Q:$INDEX_ALLOCATION";
+
+/// Open the quota "file" as Samba fakes it: a handle on the share root
+/// (so it can be neither deleted nor renamed, and holds no share mode)
+/// reported as a hidden system directory without times or sizes
+/// (smbtorture smb2.create.quota-fake-file).
+fn open_quota_file(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, granted: u32, fs: &PosixFs, share: Arc<Share>) -> HResult {
+    if !matches!(r.disposition, disposition::OPEN | disposition::OPEN_IF) || r.options & options::DELETE_ON_CLOSE != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let opts = OpenOptions { disposition: Disposition::Open, kind: Kind::Directory, read: false, write: false };
+    let (h, _) = fs.open("", &opts).map_err(NtStatus::from)?;
+    let fid = new_file_id(ctx);
+    insert_open(ctx, fid, r, share, OpenKind::File(h), String::new(), granted & !(WRITE_ACCESS | access::DELETE), 0);
+    let m = FileMeta { attributes: attr::HIDDEN | attr::SYSTEM | attr::DIRECTORY | attr::ARCHIVE, directory: true, ..FileMeta::default() };
+    let header_start = ctx.header_start;
+    response(&m, CreateAction::Opened, fid).encode(ctx.out, header_start, &[]);
+    Ok(NtStatus::SUCCESS)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn open_file(
     ctx: &mut Ctx<'_>,
@@ -253,6 +283,14 @@ fn open_file(
     fs: &PosixFs,
     share: Arc<Share>,
 ) -> HResult {
+    if name.eq_ignore_ascii_case(QUOTA_FAKE_FILE) {
+        return open_quota_file(ctx, r, granted, fs, share);
+    }
+    // Names never climb: a `..` component is a syntax error, as on
+    // Windows and Samba (smbtorture smb2.mkdir).
+    if name.split('\\').any(|c| c == "..") {
+        return Err(NtStatus::OBJECT_PATH_SYNTAX_BAD);
+    }
     smbq_vfs::check_name(name).map_err(NtStatus::from)?;
     // No snapshots here: a timewarp open names nothing (MS-SMB2 3.3.5.9.6
     // fails a missing snapshot with OBJECT_NAME_NOT_FOUND).
@@ -275,6 +313,10 @@ fn open_file(
     }
     if doc && r.file_attributes & attr::READONLY != 0 {
         return Err(NtStatus::CANNOT_DELETE);
+    }
+    // MS-FSA 2.1.5.1: a directory cannot be created or opened TEMPORARY.
+    if r.options & options::DIRECTORY_FILE != 0 && r.file_attributes & attr::TEMPORARY != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
     }
     if r.disposition != disposition::CREATE {
         if let Ok(st) = fs.stat_path(name) {
@@ -351,23 +393,7 @@ fn open_file(
         contexts.push((ctx_name::QUERY_ON_DISK_ID, on_disk_id_data(st.file_id, volume).to_vec()));
     }
     let path = h.path.clone();
-    let open = Open {
-        file_id: fid,
-        session_id: ctx.session_id,
-        tree_id: ctx.tree_id,
-        share,
-        kind: OpenKind::File(h),
-        path,
-        access: granted,
-        share_access: r.share_access,
-        create_options: r.options,
-        file_key: st.file_id,
-        delete_on_close: r.options & options::DELETE_ON_CLOSE != 0,
-        dir: None,
-        lock_sequences: [0; 65],
-    };
-    ctx.conn.opens.insert(fid.volatile, open);
-    ctx.related_file_id = Some(fid);
+    insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, st.file_id);
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     let header_start = ctx.header_start;
     response(&m, action, fid).encode(ctx.out, header_start, &list);

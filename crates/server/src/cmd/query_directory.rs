@@ -10,11 +10,14 @@ use smbq_wire::query_directory::{begin_response, finish_response, flags, QueryDi
 use smbq_wire::{NtStatus, Put};
 
 /// Enumeration state kept on a directory open: the pattern of the first
-/// (or last restarting) query, a snapshot of the listing taken then, and
-/// the position in it.
+/// (or last restarting) query, a snapshot of the listing, and the position
+/// in it. The snapshot is retaken when the directory may have changed
+/// since (see [`Listing`]), keeping the position by name, so entries
+/// deleted meanwhile are not returned and fresh ones after the position are.
 pub struct DirCursor {
     pattern: Vec<char>,
     entries: Vec<DirEntry>,
+    listed: Listing,
     pos: usize,
     /// Some entry was returned since the scan (re)started: an empty result
     /// is then NO_MORE_FILES rather than NO_SUCH_FILE.
@@ -101,6 +104,59 @@ fn matches(pattern: &[char], name: &str) -> bool {
     states[n]
 }
 
+/// Directory times tick coarsely (a kernel clock tick, a few ms): a change
+/// made in the same tick as a listing leaves them unchanged. A listing is
+/// only trusted while the directory keeps the times it had, and when it
+/// was taken this long (20 ms, in FILETIME units) after them.
+const TICK_SLACK: u64 = 200_000;
+
+/// When a listing was taken, to tell whether the directory changed since.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Listing {
+    /// (LastWriteTime, ChangeTime) of the directory.
+    times: (u64, u64),
+    /// The times were older than the listing by more than a tick.
+    settled: bool,
+}
+
+impl Listing {
+    fn new(st: &smbq_vfs::FileStat) -> Listing {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| smbq_vfs::filetime(d.as_secs() as i64, i64::from(d.subsec_nanos())))
+            .unwrap_or(0);
+        let newest = st.last_write_time.max(st.change_time);
+        Listing { times: (st.last_write_time, st.change_time), settled: now > newest.saturating_add(TICK_SLACK) }
+    }
+
+    /// Whether a listing taken then still holds, the directory now being `st`.
+    fn current(&self, st: &smbq_vfs::FileStat) -> bool {
+        self.settled && self.times == (st.last_write_time, st.change_time)
+    }
+}
+
+/// Where an entry sorts in a [`Handle::read_dir`](smbq_vfs::Handle::read_dir)
+/// listing: `.`, `..`, then the names bytewise.
+fn order_key(name: &str) -> (u8, &str) {
+    match name {
+        "." => (0, ""),
+        ".." => (1, ""),
+        n => (2, n),
+    }
+}
+
+/// Continue an enumeration in a fresh listing: skip what sorts at or
+/// before the last entry consumed from the old one.
+fn resume_pos(old: &[DirEntry], pos: usize, fresh: &[DirEntry]) -> usize {
+    match pos.checked_sub(1).and_then(|i| old.get(i)) {
+        Some(last) => {
+            let key = order_key(&last.name);
+            fresh.iter().take_while(|e| order_key(&e.name) <= key).count()
+        }
+        None => 0,
+    }
+}
+
 /// Longest stored search pattern, in characters.
 const MAX_PATTERN_CHARS: usize = 1024;
 
@@ -142,8 +198,18 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             (Some(c), true) => c.pattern.clone(),
             (None, true) => vec!['*'],
         };
+        let listed = Listing::new(&h.stat().map_err(NtStatus::from)?);
         let entries = h.read_dir().map_err(NtStatus::from)?;
-        open.dir = Some(DirCursor { pattern, entries, pos: 0, returned: false });
+        open.dir = Some(DirCursor { pattern, entries, listed, pos: 0, returned: false });
+    } else if let Some(cursor) = open.dir.as_mut() {
+        let st = h.stat().map_err(NtStatus::from)?;
+        if !cursor.listed.current(&st) {
+            let listed = Listing::new(&st);
+            let fresh = h.read_dir().map_err(NtStatus::from)?;
+            cursor.pos = resume_pos(&cursor.entries, cursor.pos, &fresh);
+            cursor.entries = fresh;
+            cursor.listed = listed;
+        }
     }
     let Some(cursor) = open.dir.as_mut() else { return Err(NtStatus::INTERNAL_ERROR) };
     let max = r.output_buffer_length as usize;
@@ -202,6 +268,39 @@ mod tests {
     fn m(pattern: &str, name: &str) -> bool {
         let p: Vec<char> = pattern.chars().map(fold).collect();
         matches(&p, name)
+    }
+
+    fn entries(names: &[&str]) -> Vec<DirEntry> {
+        names.iter().map(|n| DirEntry { name: n.to_string(), stat: Default::default() }).collect()
+    }
+
+    #[test]
+    fn listings_are_trusted_only_when_settled() {
+        let old = smbq_vfs::FileStat { last_write_time: 130_000_000_000_000_000, change_time: 130_000_000_000_000_001, ..Default::default() };
+        let l = Listing::new(&old);
+        assert!(l.settled && l.current(&old));
+        let touched = smbq_vfs::FileStat { change_time: old.change_time + 1, ..old };
+        assert!(!l.current(&touched));
+        // A directory changed "now" may change again within the same tick.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        let ft = smbq_vfs::filetime(now.as_secs() as i64, i64::from(now.subsec_nanos()));
+        let recent = smbq_vfs::FileStat { last_write_time: ft, change_time: ft, ..Default::default() };
+        assert!(!Listing::new(&recent).current(&recent));
+    }
+
+    #[test]
+    fn resuming_in_a_fresh_listing() {
+        let old = entries(&[".", "..", "a", "b", "c", "d"]);
+        // Nothing consumed yet: start at the beginning.
+        assert_eq!(resume_pos(&old, 0, &entries(&[".", "..", "b"])), 0);
+        // After "." only "..": the rest was deleted.
+        assert_eq!(resume_pos(&old, 1, &entries(&[".", ".."])), 1);
+        // After "b": "b" itself was deleted, "bb" appeared after it.
+        assert_eq!(resume_pos(&old, 4, &entries(&[".", "..", "a", "bb", "c"])), 3);
+        // After "d" (everything): nothing left.
+        assert_eq!(resume_pos(&old, 6, &entries(&[".", "..", "a", "e"])), 3);
+        // After "..": names sort after the dot entries whatever they are.
+        assert_eq!(resume_pos(&old, 2, &entries(&[".", "..", "!", "a"])), 2);
     }
 
     #[test]

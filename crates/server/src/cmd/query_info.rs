@@ -11,8 +11,10 @@ use smbq_wire::query_info::{begin_response, finish_response, info_type, QueryInf
 use smbq_wire::{Dialect, NtStatus, Put};
 
 /// What a FILE or FILESYSTEM class produced: the structure and the size
-/// of its fixed part (a smaller OutputBufferLength is INFO_LENGTH_MISMATCH;
-/// a variable part that does not fit is cut, with BUFFER_OVERFLOW).
+/// of its fixed part as Windows counts it (rounded up to 8 bytes). When the
+/// structure does not fit, an OutputBufferLength below `fixed` is
+/// INFO_LENGTH_MISMATCH, else the structure is cut, with BUFFER_OVERFLOW
+/// (smbtorture smb2.getinfo.qfile_buffercheck / qfs_buffercheck).
 struct Info {
     data: Vec<u8>,
     fixed: usize,
@@ -54,10 +56,10 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         info_type::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
         _ => return Err(NtStatus::INVALID_PARAMETER),
     };
-    if max < info.fixed {
+    let overflow = info.data.len() > max;
+    if overflow && max < info.fixed {
         return Err(NtStatus::INFO_LENGTH_MISMATCH);
     }
-    let overflow = info.data.len() > max;
     let data = info.data.get(..max).unwrap_or(&info.data);
     let start = begin_response(ctx.out, ctx.header_start);
     ctx.out.bytes(data);
@@ -103,7 +105,7 @@ fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<In
             4
         }
         class::POSITION => {
-            d.u64(0);
+            d.u64(open.position);
             8
         }
         class::MODE => {
@@ -117,16 +119,12 @@ fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<In
         class::ALL => {
             need(open, access::FILE_READ_ATTRIBUTES)?;
             let name = format!("\\{}", open.path);
-            fscc::all(&mut d, &m, delete_pending(), open.access, open.create_options & MODE_OPTIONS, &name);
-            fscc::ALL_FIXED_LEN
+            fscc::all(&mut d, &m, delete_pending(), open.access, open.position, open.create_options & MODE_OPTIONS, &name);
+            fscc::ALL_FIXED_LEN + 4
         }
         class::STREAM => {
             fscc::stream(&mut d, &m);
-            if m.directory {
-                0
-            } else {
-                24
-            }
+            32
         }
         class::COMPRESSION => {
             fscc::compression(&mut d, &m);
@@ -149,12 +147,19 @@ fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<In
         class::NORMALIZED_NAME if dialect != Dialect::SMB311 => return Err(NtStatus::NOT_SUPPORTED),
         class::NORMALIZED_NAME => {
             fscc::name_info(&mut d, &open.path);
-            4
+            8
         }
-        // No 8.3 names: NOT_SUPPORTED is what clients (smbclient's allinfo)
-        // take as "this server has no alternate names". No extended attributes.
-        class::ALTERNATE_NAME => return Err(NtStatus::NOT_SUPPORTED),
-        class::FULL_EA => return Err(NtStatus::NO_EAS_ON_FILE),
+        class::ALTERNATE_NAME => {
+            // The share root has no name, so no short name either.
+            let leaf = open.path.rsplit('\\').next().filter(|l| !l.is_empty()).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+            fscc::name_info(&mut d, &fscc::short_name(leaf));
+            8
+        }
+        // No extended attributes here.
+        class::FULL_EA => {
+            need(open, access::FILE_READ_EA)?;
+            return Err(NtStatus::NO_EAS_ON_FILE);
+        }
         _ => return Err(NtStatus::INVALID_INFO_CLASS),
     };
     Ok(Info { data: d, fixed })
@@ -177,7 +182,7 @@ fn fs_info(server: &Server, open: &Open, c: u8) -> Result<Info, NtStatus> {
         fs_class::VOLUME => {
             let st = fs.stat_fs().map_err(NtStatus::from)?;
             fscc::fs_volume(&mut d, server.start_time, st.serial, &open.share.name);
-            18
+            24
         }
         fs_class::SIZE | fs_class::FULL_SIZE => {
             let st = fs.stat_fs().map_err(NtStatus::from)?;
@@ -209,7 +214,11 @@ fn fs_info(server: &Server, open: &Open, c: u8) -> Result<Info, NtStatus> {
                 a |= fs_attr::READ_ONLY_VOLUME;
             }
             fscc::fs_attribute(&mut d, a, st.max_name_len.clamp(1, 255), "NTFS");
-            12
+            16
+        }
+        fs_class::CONTROL => {
+            fscc::fs_control(&mut d);
+            48
         }
         fs_class::SECTOR_SIZE => {
             fscc::fs_sector_size(&mut d, 512);

@@ -17,6 +17,10 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     ctx.check_charge(r.length)?;
+    // A range past the signed 64-bit offsets is invalid (MS-FSA 2.1.5.2).
+    if !super::write::in_range(r.offset, u64::from(r.length)) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
     let fid = ctx.resolve(r.file_id)?;
     let conn_id = ctx.conn.id;
     let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
@@ -69,6 +73,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     ctx.out.truncate(data + n);
     set_data_len(ctx.out, head, n as u32);
+    if n > 0 {
+        if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
+            o.position = r.offset + n as u64;
+        }
+    }
     if n == 0 {
         ctx.out.u8(0);
     }

@@ -2,10 +2,11 @@
 //! attributes, size, delete disposition and rename (MS-FSCC 2.4, with the
 //! checks of MS-FSA 2.1.5.14).
 
-use crate::cmd::create::share_path;
+use crate::cmd::create::{share_conflict, share_path};
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{access, OpenKind};
 use smbq_vfs::SetTimes;
+use smbq_wire::create::{options, share};
 use smbq_wire::fscc::{self, attr, class, BasicInfo, RenameInfo};
 use smbq_wire::query_info::info_type;
 use smbq_wire::set_info::{encode_response, SetInfoRequest};
@@ -73,7 +74,10 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             let b = BasicInfo::decode(buf).map_err(short)?;
             need(open.access, access::FILE_WRITE_ATTRIBUTES)?;
             writable()?;
-            if b.attributes & !attr::VALID_SET != 0 || (!h.is_dir && b.attributes & attr::DIRECTORY != 0) {
+            // MS-FSA 2.1.5.15.2: DIRECTORY on a data stream and TEMPORARY on
+            // a directory are INVALID_PARAMETER.
+            let wrong_kind = if h.is_dir { attr::TEMPORARY } else { attr::DIRECTORY };
+            if b.attributes & !attr::VALID_SET != 0 || b.attributes & wrong_kind != 0 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             let t = SetTimes { last_access_time: time(b.last_access_time), last_write_time: time(b.last_write_time) };
@@ -132,8 +136,23 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             Ok(())
         }
         class::RENAME => rename(ctx, fid, buf),
-        class::POSITION => fscc::decode_u64(buf).map(|_| ()).map_err(short),
-        class::MODE => fscc::decode_u32(buf).map(|_| ()).map_err(short),
+        class::POSITION => {
+            open.position = fscc::decode_u64(buf).map_err(short)?;
+            Ok(())
+        }
+        // FileModeInformation (MS-FSCC 2.4.26): as Samba, only
+        // FILE_WRITE_THROUGH and FILE_SEQUENTIAL_ONLY can be changed (the
+        // synchronous-I/O and buffering modes are fixed at open); the new
+        // mode takes effect for WRITE and is what queries report.
+        class::MODE => {
+            const SETTABLE: u32 = options::WRITE_THROUGH | options::SEQUENTIAL_ONLY;
+            let mode = fscc::decode_u32(buf).map_err(short)?;
+            if mode & !SETTABLE != 0 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            open.create_options = (open.create_options & !SETTABLE) | mode;
+            Ok(())
+        }
         class::LINK | class::SHORT_NAME => Err(NtStatus::NOT_SUPPORTED),
         class::FULL_EA => Err(NtStatus::EAS_NOT_SUPPORTED),
         _ => Err(NtStatus::INVALID_INFO_CLASS),
@@ -164,6 +183,24 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
     }
     if from == target {
         return Ok(());
+    }
+    // Windows renames through an open of the parent directory asking for
+    // DELETE and sharing read and write: it fails while another open of
+    // the source or target parent holds DELETE, or data access without
+    // sharing delete (smbtorture smb2.rename.*delete_access).
+    {
+        let parent = |p: &str| p.rsplit_once('\\').map_or(String::new(), |(d, _)| d.to_string());
+        let mut parents = vec![parent(&from)];
+        if parent(target) != parents[0] {
+            parents.push(parent(target));
+        }
+        let files = conn.server.lock_files();
+        for p in &parents {
+            let Ok(st) = fs.stat_path(p) else { continue };
+            if files.files.get(&st.file_id).is_some_and(|e| share_conflict(&e.opens, access::DELETE, share::READ | share::WRITE)) {
+                return Err(NtStatus::SHARING_VIOLATION);
+            }
+        }
     }
     let (key, is_dir) = (open.file_key, open.handle().is_some_and(|h| h.is_dir));
     let child_prefix = format!("{from}\\");

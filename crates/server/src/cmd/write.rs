@@ -6,8 +6,18 @@ use crate::cmd::lock::io_conflict;
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{access, OpenKind};
 use smbq_wire::create::options;
-use smbq_wire::write::{encode_response, WriteRequest, END_OF_FILE, WRITE_THROUGH};
+use smbq_wire::write::{encode_response, WriteRequest, WRITE_THROUGH};
 use smbq_wire::NtStatus;
+
+/// The largest file NTFS allows (16 TiB - 64 KiB); Windows fails writes
+/// that would end past it with INVALID_PARAMETER.
+const MAX_FILE_SIZE: u64 = 0xFFF_FFFF_0000;
+
+/// Whether `offset..offset + len` lies within the signed 64-bit file
+/// offsets (MS-FSA 2.1.5.2 and 2.1.5.3 fail negative offsets).
+pub fn in_range(offset: u64, len: u64) -> bool {
+    offset.checked_add(len).is_some_and(|end| end <= i64::MAX as u64)
+}
 
 /// Handle an SMB2 WRITE (MS-SMB2 3.3.5.13).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
@@ -20,6 +30,16 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     ctx.check_charge(len)?;
+    //= MS-FSA 2.1.5.3
+    //# If ByteOffset is negative [...] the operation MUST be failed with
+    //# STATUS_INVALID_PARAMETER.
+    // Offsets are signed 64-bit and the write must end within them and,
+    // as NTFS limits files, at or below MAX_FILE_SIZE. The SMB1-era
+    // "offset -1 writes at the end" is not honoured over SMB2, as on
+    // Windows (smbtorture smb2.rw.invalid).
+    if !in_range(r.offset, u64::from(len)) || (len > 0 && r.offset + u64::from(len) > MAX_FILE_SIZE) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
     let fid = ctx.resolve(r.file_id)?;
     let conn_id = ctx.conn.id;
     let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
@@ -46,11 +66,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if h.is_dir {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     }
-    // MS-FSA 2.1.5.3: offset -1 writes at the end of file, and so does
-    // every write through an open that may only append.
+    // MS-FSA 2.1.5.3: a write through an open that may only append goes
+    // to the end of the file.
     let append_only = granted & access::FILE_WRITE_DATA == 0;
-    let offset = if r.offset == END_OF_FILE || append_only { h.stat().map_err(NtStatus::from)?.size } else { r.offset };
-    if offset.checked_add(u64::from(len)).is_none() {
+    let offset = if append_only { h.stat().map_err(NtStatus::from)?.size } else { r.offset };
+    if !in_range(offset, u64::from(len)) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     {
