@@ -72,6 +72,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    raise_fd_limit();
     let file = match &args.config {
         Some(p) => FileConfig::load(p)?,
         None => FileConfig::default(),
@@ -181,6 +182,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     })?;
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     Ok(())
+}
+
+/// Every open file is an fd: take the hard limit of RLIMIT_NOFILE, so the
+/// per-connection open limit (16384 by default) is what clients meet.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                warn!("could not raise the open-file limit");
+            }
+        }
+    }
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {

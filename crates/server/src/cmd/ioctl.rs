@@ -418,6 +418,7 @@ pub(crate) mod harness {
                 delete_on_close: false,
                 dir: None,
                 lock_sequences: [0; 65],
+                position: 0,
             };
             self.conn.st.opens.insert(v, open);
             file_id
