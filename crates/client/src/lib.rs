@@ -292,6 +292,9 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     transport.stream_receive_window(quinn::VarInt::from_u32(t.receive_window));
     transport.receive_window(quinn::VarInt::from_u32(t.receive_window.saturating_mul(2)));
     transport.send_window(u64::from(t.receive_window) * 2);
+    let mut mtu = quinn::MtuDiscoveryConfig::default();
+    mtu.upper_bound(8952);
+    transport.mtu_discovery_config(Some(mtu));
     cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
     let mut ep = quinn::Endpoint::client(bind)?;

@@ -292,7 +292,10 @@ fn element(
         return Err(Fatal::PeerMisbehaved("message id outside the credit window"));
     }
     let related = hdr.flags & flags::RELATED_OPERATIONS != 0;
-    let (session_id, tree_id) = if related { (chain.session_id, chain.tree_id) } else { (hdr.session_id, hdr.tree_id) };
+    // A related element takes the previous element's session and tree; one
+    // that cannot (it heads the chain) answers with its own ids.
+    let inherit = related && chain.valid;
+    let (session_id, tree_id) = if inherit { (chain.session_id, chain.tree_id) } else { (hdr.session_id, hdr.tree_id) };
 
     let header_start = out.len();
     out.resize(header_start + HEADER_LEN, 0);
@@ -397,6 +400,11 @@ fn element(
     let sign = should_sign(c, hdr, session_id, status, enc);
     if sign {
         rh.flags |= flags::SIGNED;
+    } else if status.is_error() && enc.is_none() && hdr.flags & flags::SIGNED != 0 {
+        // No key to sign with (unknown session): echo the request's
+        // signature, as Samba does and its client accepts for such errors.
+        rh.flags |= flags::SIGNED;
+        rh.signature = hdr.signature;
     }
     let mut h = Vec::with_capacity(HEADER_LEN);
     rh.encode(&mut h);

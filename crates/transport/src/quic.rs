@@ -34,6 +34,10 @@ pub struct QuicOptions {
     pub handshake_timeout: Duration,
     /// A client that accepts no data for this long is dropped.
     pub send_timeout: Duration,
+    /// Upper bound for path MTU discovery (UDP payload bytes). Above 1452
+    /// only pays where the path allows it (jumbo frames, loopback); probes
+    /// elsewhere simply fail and the usual ~1452 stays.
+    pub max_udp_payload: u16,
 }
 
 impl Default for QuicOptions {
@@ -46,6 +50,7 @@ impl Default for QuicOptions {
             udp_buffer: 8 << 20,
             handshake_timeout: Duration::from_secs(10),
             send_timeout: SEND_TIMEOUT,
+            max_udp_payload: 8952,
         }
     }
 }
@@ -59,6 +64,9 @@ pub fn transport_config(opts: &QuicOptions) -> TransportConfig {
     t.send_window(opts.connection_window);
     t.max_idle_timeout(quinn::IdleTimeout::try_from(opts.idle_timeout).ok());
     t.keep_alive_interval(opts.keep_alive);
+    let mut mtu = quinn::MtuDiscoveryConfig::default();
+    mtu.upper_bound(opts.max_udp_payload);
+    t.mtu_discovery_config(Some(mtu));
     t
 }
 

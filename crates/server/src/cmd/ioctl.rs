@@ -121,6 +121,22 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
                     [_, _] => Err(NtStatus::NOT_SUPPORTED),
                     _ => Err(NtStatus::INVALID_PARAMETER),
                 },
+                //= MS-FSCC 2.3.7, 2.1.3
+                //# FILE_OBJECTID_BUFFER: a 16-byte ObjectId (here the stable
+                //# file id and the volume serial) and 48 bytes of
+                //# BirthVolumeId/BirthObjectId/DomainId (zero: no tracking).
+                fsctl::CREATE_OR_GET_OBJECT_ID | fsctl::GET_OBJECT_ID => {
+                    if r.max_output_response < 64 {
+                        return Err(NtStatus::BUFFER_TOO_SMALL);
+                    }
+                    let st = h.stat().map_err(NtStatus::from)?;
+                    let serial = o.share.fs().and_then(|fs| fs.stat_fs().ok()).map(|f| f.serial).unwrap_or(0);
+                    out.u64(st.file_id);
+                    out.u32(serial);
+                    out.u32(0x736D_6271); // "smbq"
+                    out.zeros(48);
+                    Ok(NtStatus::SUCCESS)
+                }
                 //= MS-FSCC 2.3.31
                 //# A file that is not a reparse point: STATUS_NOT_A_REPARSE_POINT.
                 fsctl::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),
@@ -559,6 +575,11 @@ mod tests {
         let f = h.open("a.txt", access::FILE_ALL);
         assert_eq!(ioctl(&mut h, DISK, 0x0009_0000, f, &[], 64).0, Err(NtStatus::INVALID_DEVICE_REQUEST));
         assert_eq!(ioctl(&mut h, DISK, fsctl::GET_REPARSE_POINT, f, &[], 64).0, Err(NtStatus::NOT_A_REPARSE_POINT));
+        let (r, a) = ioctl(&mut h, DISK, fsctl::CREATE_OR_GET_OBJECT_ID, f, &[], 64);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        let (_, b) = ioctl(&mut h, DISK, fsctl::GET_OBJECT_ID, f, &[], 64);
+        assert_eq!(a[a.len() - 64..], b[b.len() - 64..], "the object id is stable");
+        assert_eq!(ioctl(&mut h, DISK, fsctl::GET_OBJECT_ID, f, &[], 63).0, Err(NtStatus::BUFFER_TOO_SMALL));
         assert_eq!(ioctl(&mut h, DISK, fsctl::SET_COMPRESSION, f, &[0, 0], 64).0, Ok(NtStatus::SUCCESS));
         assert_eq!(ioctl(&mut h, DISK, fsctl::SET_COMPRESSION, f, &[1, 0], 64).0, Err(NtStatus::NOT_SUPPORTED));
         assert_eq!(ioctl(&mut h, DISK, fsctl::PIPE_TRANSCEIVE, f, &[1], 64).0, Err(NtStatus::INVALID_DEVICE_REQUEST));
