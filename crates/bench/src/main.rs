@@ -190,6 +190,10 @@ async fn run(env: &Env, name: &str, dir: &str, data: &Arc<Vec<u8>>, a: &Args) ->
             }
         }
         let secs = t.elapsed().as_secs_f64();
+        let st = conn.stats();
+        if std::env::var_os("SMBQ_BENCH_DEBUG").is_some() {
+            eprintln!("raw {dir}: mtu {} tx datagrams {} rx datagrams {} cwnd {}", st.path.current_mtu, st.udp_tx.datagrams, st.udp_rx.datagrams, st.path.cwnd);
+        }
         conn.close(0u32.into(), b"");
         ep.wait_idle().await;
         return Ok(size as f64 / secs / 1e6);

@@ -297,9 +297,31 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     transport.mtu_discovery_config(Some(mtu));
     cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
-    let mut ep = quinn::Endpoint::client(bind)?;
+    let mut ec = quinn::EndpointConfig::default();
+    let _ = ec.max_udp_payload_size(8952);
+    let socket = std::net::UdpSocket::bind(bind)?;
+    grow_buffers(&socket, 8 << 20);
+    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(quinn::TokioRuntime))?;
     ep.set_default_client_config(cfg);
     Ok(ep)
+}
+
+/// Large UDP buffers (forced when permitted): bursts of a fast sender
+/// otherwise overflow the default ~200 KiB and read as loss.
+fn grow_buffers(s: &std::net::UdpSocket, size: usize) {
+    use std::os::fd::AsRawFd;
+    let v: libc::c_int = size.try_into().unwrap_or(libc::c_int::MAX);
+    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+        for opt in [force, plain] {
+            // SAFETY: setsockopt on a valid fd with a c_int value and its size.
+            let r = unsafe {
+                libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, opt, (&v as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+            };
+            if r == 0 {
+                break;
+            }
+        }
+    }
 }
 
 /// Credits a READ/WRITE of `len` bytes costs (MS-SMB2 3.1.5.2).

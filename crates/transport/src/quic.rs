@@ -116,7 +116,15 @@ pub fn endpoint(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions)
     sc.transport_config(Arc::new(transport_config(opts)));
     sc.migration(true);
     let socket = udp_socket(addr, opts.udp_buffer)?;
-    Endpoint::new(EndpointConfig::default(), Some(sc), socket, Arc::new(quinn::TokioRuntime))
+    Endpoint::new(endpoint_config(opts), Some(sc), socket, Arc::new(quinn::TokioRuntime))
+}
+
+/// Accept datagrams as large as MTU discovery may reach (quinn's default
+/// advertises 1480 bytes, which caps the path MTU whatever the link allows).
+pub fn endpoint_config(opts: &QuicOptions) -> EndpointConfig {
+    let mut c = EndpointConfig::default();
+    let _ = c.max_udp_payload_size(opts.max_udp_payload.max(1200));
+    c
 }
 
 /// Accept connections until `shutdown` resolves, then close the endpoint.
