@@ -179,16 +179,7 @@ async fn client_rebinding_mid_transfer_finishes_byte_exact() {
 
 /// A QUIC connection with its SMB stream open, but no SMB client on it.
 async fn raw_stream(s: &Running) -> (quinn::Endpoint, quinn::Connection, quinn::SendStream, quinn::RecvStream) {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_root_certificates(roots(&s.cert))
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"smb".to_vec()];
-    let cfg = quinn::ClientConfig::new(Arc::new(quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap()));
-    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    ep.set_default_client_config(cfg);
+    let ep = smbq_client::quic_endpoint(&QuicTarget::new(s.addr, "localhost", roots(&s.cert))).unwrap();
     let conn = ep.connect(s.addr, "localhost").unwrap().await.unwrap();
     let (send, recv) = conn.open_bi().await.unwrap();
     (ep, conn, send, recv)
@@ -242,16 +233,7 @@ async fn silent_clients_are_dropped() {
     let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     u.send_to(&[0xC0; 1200], s.addr).unwrap();
     // A finished handshake that never opens its stream is closed.
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_root_certificates(roots(&s.cert))
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"smb".to_vec()];
-    let cfg = quinn::ClientConfig::new(Arc::new(quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap()));
-    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    ep.set_default_client_config(cfg);
+    let ep = smbq_client::quic_endpoint(&QuicTarget::new(s.addr, "localhost", roots(&s.cert))).unwrap();
     let conn = ep.connect(s.addr, "localhost").unwrap().await.unwrap();
     assert!(closed_within(&conn, 5).await, "no stream in time: closed");
     still_serves(&s).await;
