@@ -151,6 +151,38 @@ async fn client_certificates_allowed_by_fingerprint() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_allowed_by_ca() {
+    // A local CA; a leaf it signed is allowed, a self-signed one is not.
+    let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "smbq test clients CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut leaf_params = rcgen::CertificateParams::new(vec!["client.example".to_string()]).unwrap();
+    leaf_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_path = dir.path().join("ca.pem");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    let access = ClientAccess { require_cert: true, fingerprints: Vec::new(), ca: Some(ca_path) };
+    let s = start(EncryptPolicy::Desired, access, QuicOptions::default()).await;
+    let key = rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap();
+    let target = QuicTarget { client_cert: Some((vec![leaf.der().clone()], key)), ..QuicTarget::new(s.addr, "localhost", roots(&s.cert)) };
+    let mut c = Client::connect_quic(target).await.expect("a leaf of the allowed CA connects");
+    session(&mut c, true).await;
+    c.echo().await.unwrap();
+    let (chain, key, _) = client_identity("stranger");
+    let target = QuicTarget { client_cert: Some((chain, key)), ..QuicTarget::new(s.addr, "localhost", roots(&s.cert)) };
+    let refused = match Client::connect_quic(target).await {
+        Err(_) => true,
+        Ok(mut c) => c.negotiate(true).await.is_err(),
+    };
+    assert!(refused, "a certificate from no allowed CA is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_rebinding_mid_transfer_finishes_byte_exact() {
     let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
     let mut c = quic_client(&s).await.unwrap();
