@@ -192,7 +192,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &Arc<Vec<u8>>, a: &Args) ->
         let secs = t.elapsed().as_secs_f64();
         let st = conn.stats();
         if std::env::var_os("SMBQ_BENCH_DEBUG").is_some() {
-            eprintln!("raw {dir}: mtu {} tx datagrams {} rx datagrams {} cwnd {}", st.path.current_mtu, st.udp_tx.datagrams, st.udp_rx.datagrams, st.path.cwnd);
+            eprintln!("raw {dir}: mtu {} tx datagrams {} in {} ios, rx datagrams {} in {} ios, cwnd {}, lost {}", st.path.current_mtu, st.udp_tx.datagrams, st.udp_tx.ios, st.udp_rx.datagrams, st.udp_rx.ios, st.path.cwnd, st.path.lost_packets);
         }
         conn.close(0u32.into(), b"");
         ep.wait_idle().await;
