@@ -34,6 +34,9 @@ struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Which systems to run (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "raw-quic,smbq-quic,smbq-tcp-enc")]
+    systems: Vec<String>,
 }
 
 struct Env {
@@ -53,6 +56,9 @@ fn main() -> anyhow::Result<()> {
     let data: Arc<Vec<u8>> = Arc::new((0..size).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3]).collect());
     let mut rows: Vec<(&str, &str, Vec<f64>)> = Vec::new();
     for (name, dir) in [("raw-quic", "write"), ("raw-quic", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")] {
+        if !a.systems.iter().any(|s| s == name) {
+            continue;
+        }
         let mut v = Vec::new();
         for rep in 0..a.reps {
             let mbps = client_rt.block_on(run(&env, name, dir, &data, &a))?;
