@@ -88,8 +88,12 @@ impl Client {
             let mut p = [0u8; 4];
             self.rd.read_exact(&mut p).await?;
             let len = framing::frame_len(p, framing::MAX_FRAME).map_err(|e| ClientError::Protocol(format!("{e:?}")))?;
-            let mut m = vec![0u8; len];
-            self.rd.read_exact(&mut m).await?;
+            // read_to_end on a Take fills spare capacity: no zeroing pass.
+            let mut m = Vec::with_capacity(len);
+            (&mut self.rd).take(len as u64).read_to_end(&mut m).await?;
+            if m.len() != len {
+                return Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
             let m = self.core.open(m)?;
             let h = Header::decode(&m).map_err(|e| ClientError::Protocol(e.to_string()))?;
             if h.is_async() && NtStatus(h.status) == NtStatus::PENDING {
