@@ -80,15 +80,15 @@ fn main() -> anyhow::Result<()> {
     } else {
         println!("\n{} MiB, {} KiB requests, depth {}, median of {}", a.size_mib, a.block_kib, a.depth, a.reps);
         println!("{:<14}{:>12}{:>12}", "system", "write MB/s", "read MB/s");
-        for n in ["raw-quic", "smbq-quic", "smbq-tcp-enc"] {
+        for n in ["raw-quic", "smbq-quic", "smbq-tcp-enc"].into_iter().filter(|n| a.systems.iter().any(|s| s == n)) {
             println!("{n:<14}{:>12.1}{:>12.1}", median(n, "write"), median(n, "read"));
         }
         for d in ["write", "read"] {
-            println!(
-                "{d}: smbq-quic / raw-quic = {:.2}, smbq-quic / smbq-tcp-enc = {:.2}",
-                median("smbq-quic", d) / median("raw-quic", d),
-                median("smbq-quic", d) / median("smbq-tcp-enc", d)
-            );
+            for base in ["raw-quic", "smbq-tcp-enc"] {
+                if median("smbq-quic", d) > 0.0 && median(base, d) > 0.0 {
+                    println!("{d}: smbq-quic / {base} = {:.2}", median("smbq-quic", d) / median(base, d));
+                }
+            }
         }
     }
     server_rt.shutdown_background();
