@@ -28,6 +28,9 @@ pub struct ByteLock {
 
 #[derive(Debug, Default)]
 pub struct FileEntry {
+    /// The file's share-relative path as of its latest open or rename,
+    /// whichever connection did it (delete-on-close unlinks this name).
+    pub path: String,
     pub opens: Vec<OpenRef>,
     pub delete_pending: bool,
     pub locks: Vec<ByteLock>,

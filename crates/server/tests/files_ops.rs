@@ -25,6 +25,7 @@ const ALL_SHARE: u32 = share::READ | share::WRITE | share::DELETE;
 
 struct Client {
     conn: Connection,
+    srv: Arc<Server>,
     dir: tempfile::TempDir,
     next_id: u64,
     session_id: u64,
@@ -40,7 +41,16 @@ impl Client {
         config.shares.push(ShareConfig { name: "share".into(), path: dir.path().into(), read_only: false, encrypt: smbq_server::EncryptPolicy::Off });
         let srv = Arc::new(Server::new(config, users).unwrap());
         let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
-        let mut c = Client { conn: Connection::new(srv, info, Instant::now()), dir, next_id: 0, session_id: 0, tree_id: 0 };
+        let mut c = Client { conn: Connection::new(srv.clone(), info, Instant::now()), srv, dir, next_id: 0, session_id: 0, tree_id: 0 };
+        c.login();
+        c
+    }
+
+    /// A second client connection to the same server (its `dir` is unused).
+    fn peer(&self) -> Client {
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
+        let conn = Connection::new(self.srv.clone(), info, Instant::now());
+        let mut c = Client { conn, srv: self.srv.clone(), dir: tempfile::tempdir().unwrap(), next_id: 0, session_id: 0, tree_id: 0 };
         c.login();
         c
     }
@@ -422,6 +432,25 @@ fn set_info_basic_eof_and_rename() {
     c.close(child, 0);
     assert_eq!(c.set(d, class::RENAME, &ri), NtStatus::SUCCESS);
     assert!(c.dir.path().join("dir2/c").exists());
+}
+
+#[test]
+fn delete_on_close_follows_a_rename_made_by_another_connection() {
+    let mut a = Client::new();
+    let mut b = a.peer();
+    let fa = a.create("old", GENERIC_READ | DELETE, ALL_SHARE, disposition::CREATE, 0).unwrap();
+    let fb = b.create("old", GENERIC_READ | DELETE, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    let mut ri = Vec::new();
+    RenameInfo { replace_if_exists: false, root_directory: 0, name: "new".into() }.encode(&mut ri);
+    assert_eq!(b.set(fb, class::RENAME, &ri), NtStatus::SUCCESS);
+    b.close(fb, 0);
+    // A new file takes the old name; A's delete-on-close must remove the
+    // renamed file, not the newcomer.
+    std::fs::write(a.dir.path().join("old"), b"newcomer").unwrap();
+    assert_eq!(a.set(fa, class::DISPOSITION, &[1]), NtStatus::SUCCESS);
+    a.close(fa, 0);
+    assert!(!a.dir.path().join("new").exists(), "the renamed file is deleted");
+    assert_eq!(std::fs::read(a.dir.path().join("old")).unwrap(), b"newcomer");
 }
 
 #[test]

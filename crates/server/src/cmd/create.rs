@@ -377,6 +377,9 @@ fn open_file(
             }
             return Err(e);
         }
+        if entry.opens.is_empty() {
+            entry.path = h.path.clone();
+        }
         entry.opens.push(OpenRef {
             owner: crate::files::OpenOwner { connection: conn_id, volatile: fid.volatile },
             access: granted,

@@ -221,6 +221,8 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
         }
     }
     fs.rename(&from, target, ri.replace_if_exists).map_err(NtStatus::from)?;
+    // Every connection's opens of the moved file now name it by `target`.
+    conn.server.lock_files().entry(key).path = target.to_string();
     // Keep the paths of this connection's opens of the moved object current.
     for o in conn.opens.values_mut().filter(|o| Arc::ptr_eq(&o.share, &share)) {
         let new = if o.file_key == key && o.path == from {
