@@ -146,10 +146,6 @@ impl Connection {
         server.connections.load(Ordering::Relaxed) >= server.config.limits.max_connections
     }
 
-    pub fn max_frame(&self) -> usize {
-        self.st.server.config.limits.max_frame()
-    }
-
     /// One message as framed by the transport (no length prefix). Mutable so
     /// an encrypted message can be decrypted in place.
     pub fn handle_message(&mut self, now: Instant, msg: &mut [u8]) -> Result<(), Fatal> {
@@ -175,7 +171,7 @@ impl Connection {
             return Ok(());
         }
         if transform::is_transform(msg) {
-            let sid = transform::session_id(msg).map_err(|_| Fatal::Malformed("transform header"))?;
+            let sid = smbq_crypto::transform_session_id(msg).ok_or(Fatal::Malformed("transform header"))?;
             let session = self.st.sessions.get(&sid).ok_or(Fatal::PeerMisbehaved("transform for unknown session"))?;
             let dec = session.decryptor.as_ref().ok_or(Fatal::PeerMisbehaved("transform without encryption keys"))?;
             let plain = dec.open(msg).map_err(|_| Fatal::PeerMisbehaved("decryption failed"))?;
@@ -250,10 +246,6 @@ impl Connection {
 
     pub fn is_closed(&self) -> bool {
         self.closed
-    }
-
-    pub fn peer(&self) -> Option<SocketAddr> {
-        self.st.info.peer
     }
 
     pub(crate) fn async_id(&mut self) -> u64 {

@@ -1,7 +1,7 @@
 //! The SMB2 packet header, sync and async forms (MS-SMB2 2.2.1).
 
 use crate::reader::{Put, Reader};
-use crate::{DecodeError, NtStatus};
+use crate::DecodeError;
 
 pub const PROTOCOL_ID: [u8; 4] = *b"\xfeSMB";
 pub const SMB1_PROTOCOL_ID: [u8; 4] = *b"\xffSMB";
@@ -178,10 +178,6 @@ pub fn encode_error_body(out: &mut Vec<u8>, data: &[u8]) {
     } else {
         out.bytes(data);
     }
-}
-
-pub fn status_of(h: &Header) -> NtStatus {
-    NtStatus(h.status)
 }
 
 #[cfg(test)]
