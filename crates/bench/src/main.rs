@@ -2,7 +2,9 @@
 //! smbq-QUIC (SMB encryption off, QUIC's TLS protects the data), over
 //! smbq-TCP with SMB 3.1.1 encryption (AES-128-GCM) required, and a raw
 //! quinn bulk transfer with the same QUIC settings (the ceiling). Server
-//! and client run in this process on loopback, each on its own runtime;
+//! and client run in this process on loopback, each on its own runtime
+//! (pinned to CPU 0 and CPU 1 by default, as two hosts would be), and each
+//! figure comes with the CPU seconds per GiB that either side spent;
 //! every figure is the median of `--reps` runs, side by side in one run.
 
 use anyhow::bail;
@@ -37,6 +39,15 @@ struct Args {
     /// Which systems to run (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "raw-quic,smbq-quic,smbq-tcp-enc")]
     systems: Vec<String>,
+    /// Where the share's temporary directory goes (e.g. /dev/shm, to keep
+    /// disk writeback out of the figures); default: the system's temp dir.
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// Let threads run on any CPU. By default, with two CPUs or more, the
+    /// server's threads run on CPU 0 and the client's on CPU 1, as on two
+    /// hosts; unpinned they compete, and figures vary run to run.
+    #[arg(long)]
+    no_pin: bool,
 }
 
 struct Env {
@@ -49,55 +60,168 @@ struct Env {
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
+    smbq_transport::keep_large_buffers_on_heap();
     let size = a.size_mib << 20;
-    let server_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let env = server_rt.block_on(start())?;
-    let client_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let data: Arc<Vec<u8>> = Arc::new((0..size).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3]).collect());
-    let mut rows: Vec<(&str, &str, Vec<f64>)> = Vec::new();
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let pinned = !a.no_pin && cpus >= 2;
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(SERVER_THREADS)
+        .on_thread_start(move || if pinned { pin(0) })
+        .enable_all()
+        .build()?;
+    let env = server_rt.block_on(start(a.dir.as_deref(), size))?;
+    if pinned {
+        pin(1);
+    }
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("bench-client")
+        .on_thread_start(move || if pinned { pin(1) })
+        .enable_all()
+        .build()?;
+    let data = bytes::Bytes::from(pattern(size));
+    let mut rows: Vec<Row> = Vec::new();
     for (name, dir) in [("raw-quic", "write"), ("raw-quic", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")] {
         if !a.systems.iter().any(|s| s == name) {
             continue;
         }
         let mut v = Vec::new();
         for rep in 0..a.reps {
+            let before = cpu_seconds();
             let mbps = client_rt.block_on(run(&env, name, dir, &data, &a))?;
+            let after = cpu_seconds();
+            let gib = size as f64 / f64::from(1u32 << 30);
+            let m = Measure { mbps, server_cpu: (after.0 - before.0) / gib, client_cpu: (after.1 - before.1) / gib };
             if !a.json {
-                eprintln!("{name:>13} {dir:<5} run {}/{}: {mbps:8.1} MB/s", rep + 1, a.reps);
+                eprintln!(
+                    "{name:>13} {dir:<5} run {}/{}: {mbps:8.1} MB/s   CPU-s/GiB server {:.2} client {:.2}",
+                    rep + 1,
+                    a.reps,
+                    m.server_cpu,
+                    m.client_cpu
+                );
             }
-            v.push(mbps);
+            v.push(m);
         }
-        v.sort_by(|x, y| x.total_cmp(y));
-        rows.push((name, dir, v));
+        v.sort_by(|x, y| x.mbps.total_cmp(&y.mbps));
+        rows.push(Row { name, dir, median: v[v.len() / 2] });
     }
-    let median = |n: &str, d: &str| rows.iter().find(|r| r.0 == n && r.1 == d).map(|r| r.2[r.2.len() / 2]).unwrap_or(0.0);
+    let median = |n: &str, d: &str| rows.iter().find(|r| r.name == n && r.dir == d).map(|r| r.median);
+    let mbps = |n: &str, d: &str| median(n, d).map(|m| m.mbps).unwrap_or(0.0);
     if a.json {
-        let mut s = format!("{{\"size_mib\":{},\"block_kib\":{},\"depth\":{},\"reps\":{},\"median_mb_s\":{{", a.size_mib, a.block_kib, a.depth, a.reps);
-        let parts: Vec<String> = rows.iter().map(|r| format!("\"{}-{}\":{:.1}", r.0, r.1, r.2[r.2.len() / 2])).collect();
-        s += &parts.join(",");
-        s += "}}";
-        println!("{s}");
+        let parts: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "\"{}-{}\":{{\"mb_s\":{:.1},\"server_cpu_s_per_gib\":{:.3},\"client_cpu_s_per_gib\":{:.3}}}",
+                    r.name, r.dir, r.median.mbps, r.median.server_cpu, r.median.client_cpu
+                )
+            })
+            .collect();
+        println!(
+            "{{\"size_mib\":{},\"block_kib\":{},\"depth\":{},\"reps\":{},\"pinned\":{pinned},\"median\":{{{}}}}}",
+            a.size_mib,
+            a.block_kib,
+            a.depth,
+            a.reps,
+            parts.join(",")
+        );
     } else {
-        println!("\n{} MiB, {} KiB requests, depth {}, median of {}", a.size_mib, a.block_kib, a.depth, a.reps);
-        println!("{:<14}{:>12}{:>12}", "system", "write MB/s", "read MB/s");
+        println!(
+            "\n{} MiB, {} KiB requests, depth {}, median of {}, {}",
+            a.size_mib,
+            a.block_kib,
+            a.depth,
+            a.reps,
+            if pinned { "server on CPU 0, client on CPU 1" } else { "threads not pinned" }
+        );
+        println!("{:<14}{:>12}{:>12}   CPU-s/GiB server/client: write, read", "system", "write MB/s", "read MB/s");
         for n in ["raw-quic", "smbq-quic", "smbq-tcp-enc"].into_iter().filter(|n| a.systems.iter().any(|s| s == n)) {
-            println!("{n:<14}{:>12.1}{:>12.1}", median(n, "write"), median(n, "read"));
+            let cpu = |d| median(n, d).map(|m| format!("{:.2}/{:.2}", m.server_cpu, m.client_cpu)).unwrap_or_default();
+            println!("{n:<14}{:>12.1}{:>12.1}   {}, {}", mbps(n, "write"), mbps(n, "read"), cpu("write"), cpu("read"));
         }
         for d in ["write", "read"] {
             for base in ["raw-quic", "smbq-tcp-enc"] {
-                if median("smbq-quic", d) > 0.0 && median(base, d) > 0.0 {
-                    println!("{d}: smbq-quic / {base} = {:.2}", median("smbq-quic", d) / median(base, d));
+                if mbps("smbq-quic", d) > 0.0 && mbps(base, d) > 0.0 {
+                    println!("{d}: smbq-quic / {base} = {:.2}", mbps("smbq-quic", d) / mbps(base, d));
                 }
             }
         }
     }
-    server_rt.shutdown_background();
-    Ok(())
+    // As `smbq serve` does: exit rather than tear the server's runtime down
+    // under engine threads that may still be waiting on its timers.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(0)
 }
 
-async fn start() -> anyhow::Result<Env> {
-    let dir = tempfile::tempdir()?;
+/// Thread name prefix of the server's runtime (its workers and the engine
+/// threads it spawns); CPU time of all other threads counts as the client's.
+const SERVER_THREADS: &str = "bench-server";
+
+#[derive(Clone, Copy)]
+struct Measure {
+    mbps: f64,
+    server_cpu: f64,
+    client_cpu: f64,
+}
+
+struct Row {
+    name: &'static str,
+    dir: &'static str,
+    median: Measure,
+}
+
+/// A file's worth of bytes that no block repeats exactly.
+fn pattern(size: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(size + 8);
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    while v.len() < size {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(size);
+    v
+}
+
+/// (server, client) CPU seconds used so far by this process's threads,
+/// from /proc/self/task/*/stat (utime + stime). Threads that have exited
+/// are lost, so runtimes keep theirs alive for the whole run.
+fn cpu_seconds() -> (f64, f64) {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let (mut server, mut client) = (0u64, 0u64);
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return (0.0, 0.0) };
+    for t in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let comm = &stat[open + 1..close];
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks: u64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<u64>().ok()).sum();
+        // Linux truncates thread names to 15 bytes.
+        if SERVER_THREADS.starts_with(comm) || comm.starts_with(SERVER_THREADS) {
+            server += ticks;
+        } else {
+            client += ticks;
+        }
+    }
+    (server as f64 / hz, client as f64 / hz)
+}
+
+async fn start(parent: Option<&std::path::Path>, size: usize) -> anyhow::Result<Env> {
+    let dir = match parent {
+        Some(p) => tempfile::tempdir_in(p)?,
+        None => tempfile::tempdir()?,
+    };
     std::fs::create_dir(dir.path().join("share"))?;
+    // Laid out beforehand, as fio does: the timed writes overwrite blocks in
+    // place, so no run pays the file system for allocating them.
+    for name in ["smbq-quic", "smbq-tcp-enc"] {
+        std::fs::write(dir.path().join("share").join(format!("{name}.bin")), vec![0u8; size])?;
+    }
     let mut users = UserDb::new();
     users.add("bench", "bench");
     let mut config = ServerConfig::default();
@@ -165,7 +289,7 @@ fn target(env: &Env, addr: SocketAddr) -> QuicTarget<'static> {
     QuicTarget::new(addr, "localhost", roots)
 }
 
-async fn run(env: &Env, name: &str, dir: &str, data: &Arc<Vec<u8>>, a: &Args) -> anyhow::Result<f64> {
+async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) -> anyhow::Result<f64> {
     let size = data.len();
     let block = a.block_kib << 10;
     if name == "raw-quic" {
@@ -177,11 +301,10 @@ async fn run(env: &Env, name: &str, dir: &str, data: &Arc<Vec<u8>>, a: &Args) ->
         let t = Instant::now();
         send.write_all(&req).await?;
         if dir == "write" {
-            let d = bytes::Bytes::from(data.as_ref().clone());
             let mut off = 0;
             while off < size {
                 let n = (size - off).min(block);
-                send.write_chunk(d.slice(off..off + n)).await?;
+                send.write_chunk(data.slice(off..off + n)).await?;
                 off += n;
             }
             let mut ack = [0u8; 1];
@@ -217,7 +340,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &Arc<Vec<u8>>, a: &Args) ->
     }
     let t;
     if dir == "write" {
-        let (fid, _) = c.create(&format!("{name}.bin"), disposition::OVERWRITE_IF, 0).await?;
+        let (fid, _) = c.create(&format!("{name}.bin"), disposition::OPEN, 0).await?;
         t = Instant::now();
         c.write_pipelined(fid, data, block, a.depth).await?;
         c.close(fid).await?;
@@ -243,4 +366,14 @@ async fn run(env: &Env, name: &str, dir: &str, data: &Arc<Vec<u8>>, a: &Args) ->
         bail!("TCP run was not encrypted");
     }
     Ok(size as f64 / secs / 1e6)
+}
+
+/// Keep the calling thread on CPU `cpu`.
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the call only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
 }

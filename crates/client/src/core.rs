@@ -23,10 +23,14 @@ pub struct Core {
     /// Seal every request once the session has keys.
     pub encrypt: bool,
     pub transport_security: bool,
+    /// The server's NEGOTIATE response set SMB2_NEGOTIATE_SIGNING_REQUIRED.
+    server_requires_signing: bool,
     nonce: u64,
     /// Transform messages seen in each direction (tests use these).
     pub transforms_received: u64,
     pub transforms_sent: u64,
+    /// Requests sent with SMB2_FLAGS_SIGNED.
+    pub signed_sent: u64,
 }
 
 impl Core {
@@ -43,9 +47,11 @@ impl Core {
             seal: None,
             encrypt: false,
             transport_security: false,
+            server_requires_signing: false,
             nonce: 0,
             transforms_received: 0,
             transforms_sent: 0,
+            signed_sent: 0,
         }
     }
 
@@ -76,13 +82,22 @@ impl Core {
             n[..8].copy_from_slice(&self.nonce.to_le_bytes());
             sealer.seal(self.session_id, &n, &mut m);
             self.transforms_sent += 1;
-        } else if let (Some(s), true) = (&self.signer, command != Command::SESSION_SETUP) {
+        } else if let (Some(s), true) = (&self.signer, command != Command::SESSION_SETUP && self.signs()) {
             if let Some(f) = m.get_mut(16..20) {
                 f.copy_from_slice(&flags::SIGNED.to_le_bytes());
             }
             s.sign(&mut m);
+            self.signed_sent += 1;
         }
         (id, m)
+    }
+
+    /// MS-SMB2 3.2.4.1.1: requests are signed when the session requires it.
+    /// This client signs every unsealed request, except over a transport
+    /// that already protects integrity (SMB2_TRANSPORT_CAPABILITIES
+    /// accepted on QUIC) where it signs only if the server requires it.
+    fn signs(&self) -> bool {
+        !self.transport_security || self.server_requires_signing
     }
 
     /// Unseal a response if it is a transform message.
@@ -126,7 +141,8 @@ impl Core {
         check(resp, Command::NEGOTIATE)?;
         let mut r = Reader::new(resp.get(HEADER_LEN..).unwrap_or(&[]));
         let bad = |_| ClientError::Protocol("bad NEGOTIATE response".into());
-        r.skip(4).map_err(bad)?;
+        r.skip(2).map_err(bad)?;
+        self.server_requires_signing = r.u16().map_err(bad)? & security_mode::SIGNING_REQUIRED != 0;
         self.dialect = Dialect(r.u16().map_err(bad)?);
         let ctx_count = r.u16().map_err(bad)? as usize;
         r.skip(16 + 4 + 12 + 16 + 4).map_err(bad)?;

@@ -278,6 +278,12 @@ impl Client {
     }
 }
 
+/// Upper bound for path MTU discovery: quinn 0.11 batches up to 10
+/// datagrams per GSO send and a UDP send holds at most 65,507 bytes, so
+/// larger datagrams make every batched send fail (the server side has the
+/// same bound, `smbq_transport::quic::GSO_SAFE_UDP_PAYLOAD`).
+pub const MAX_UDP_PAYLOAD: u16 = 6500;
+
 /// A client QUIC endpoint for `t`: TLS 1.3, ALPN "smb", its windows.
 pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -297,12 +303,12 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     transport.receive_window(quinn::VarInt::from_u32(t.receive_window.saturating_mul(2)));
     transport.send_window(u64::from(t.receive_window) * 2);
     let mut mtu = quinn::MtuDiscoveryConfig::default();
-    mtu.upper_bound(8952);
+    mtu.upper_bound(MAX_UDP_PAYLOAD);
     transport.mtu_discovery_config(Some(mtu));
     cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
     let mut ec = quinn::EndpointConfig::default();
-    let _ = ec.max_udp_payload_size(8952);
+    let _ = ec.max_udp_payload_size(MAX_UDP_PAYLOAD);
     let socket = std::net::UdpSocket::bind(bind)?;
     grow_buffers(&socket, 8 << 20);
     let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(quinn::TokioRuntime))?;

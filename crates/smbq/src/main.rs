@@ -44,6 +44,7 @@ pub fn default_state_dir() -> PathBuf {
 }
 
 fn main() -> anyhow::Result<()> {
+    smbq_transport::keep_large_buffers_on_heap();
     let cli = Cli::parse();
     let default = match cli.verbose {
         0 => "info",

@@ -30,11 +30,16 @@ impl Drop for Running {
 }
 
 async fn start(share_encrypt: EncryptPolicy, access: ClientAccess, opts: QuicOptions) -> Running {
+    start_with(share_encrypt, access, opts, false).await
+}
+
+async fn start_with(share_encrypt: EncryptPolicy, access: ClientAccess, opts: QuicOptions, signing_required: bool) -> Running {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("share")).unwrap();
     let mut users = UserDb::new();
     users.add("alice", "secret");
     let mut config = ServerConfig::default();
+    config.signing_required = signing_required;
     config.shares.push(ShareConfig { name: "share".into(), path: dir.path().join("share"), read_only: false, encrypt: share_encrypt });
     let server = Arc::new(Server::new(config, users).unwrap());
     let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
@@ -97,6 +102,9 @@ async fn transport_capabilities_turn_off_smb_encryption_on_quic_only() {
     assert!(c.core.transport_security, "server answered the context");
     round_trip(&mut c, "q.bin", 3 << 20).await;
     assert_eq!((c.core.transforms_sent, c.core.transforms_received), (0, 0));
+    // Nor SMB signing: QUIC's AEAD already protects every byte, and this
+    // server does not require signing.
+    assert_eq!(c.core.signed_sent, 0);
 
     // QUIC without the context: SMB encryption as usual.
     let mut c = quic_client(&s).await.unwrap();
@@ -111,6 +119,18 @@ async fn transport_capabilities_turn_off_smb_encryption_on_quic_only() {
     assert!(!c.core.transport_security, "never on TCP");
     round_trip(&mut c, "t.bin", 1 << 20).await;
     assert!(c.core.transforms_received > 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_requires_signing_gets_signed_requests_over_quic() {
+    let s = start_with(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default(), true).await;
+    let mut c = quic_client(&s).await.unwrap();
+    session(&mut c, true).await;
+    assert!(c.core.transport_security);
+    let before = c.core.signed_sent;
+    round_trip(&mut c, "s.bin", 1 << 20).await;
+    assert_eq!(c.core.transforms_sent, 0);
+    assert!(c.core.signed_sent > before + 3, "every request after the session is signed ({} signed)", c.core.signed_sent);
 }
 
 fn client_identity(cn: &str) -> (Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>, [u8; 32]) {
