@@ -65,7 +65,7 @@ fn main() -> anyhow::Result<()> {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let pinned = !a.no_pin && cpus >= 2;
     let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(if pinned { 1 } else { 2 })
         .thread_name(SERVER_THREADS)
         .on_thread_start(move || if pinned { pin(0) })
         .enable_all()
@@ -75,7 +75,7 @@ fn main() -> anyhow::Result<()> {
         pin(1);
     }
     let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(if pinned { 1 } else { 2 })
         .thread_name("bench-client")
         .on_thread_start(move || if pinned { pin(1) })
         .enable_all()

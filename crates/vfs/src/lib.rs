@@ -183,10 +183,10 @@ impl Handle {
     pub fn stat(&self) -> Result<FileStat, FsError> {
         posix::fstat(self)
     }
-    /// Read up to `buf.len()` bytes at `offset`; returns bytes read (fewer
-    /// only at EOF, 0 at or past it).
-    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, FsError> {
-        posix::read_at(self, buf, offset)
+    /// Append up to `len` bytes read at `offset` to `out`; returns bytes
+    /// read (fewer only at EOF, 0 at or past it).
+    pub fn read_append(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError> {
+        posix::read_append(self, out, len, offset)
     }
     /// Write all of `buf` at `offset`. A handle not opened for writing is
     /// ACCESS_DENIED.

@@ -465,21 +465,31 @@ pub(crate) fn fstat(h: &Handle) -> Result<FileStat, FsError> {
     fstatx(h.fd.as_fd()).map(|x| to_stat(&x)).map_err(err)
 }
 
-/// One pread loop into the caller's buffer: stops when it is full or at EOF.
-pub(crate) fn read_at(h: &Handle, buf: &mut [u8], offset: u64) -> Result<usize, FsError> {
-    let mut done = 0;
-    while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
+/// pread straight into `out`'s spare capacity (no zeroing pass over a
+/// buffer that is about to be overwritten), appending up to `len` bytes;
+/// stops at `len` or at EOF.
+pub(crate) fn read_append(h: &Handle, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError> {
+    out.reserve_exact(len);
+    let start = out.len();
+    while out.len() - start < len {
+        let done = out.len() - start;
         let at = offset
             .checked_add(done as u64)
             .ok_or(status(NtStatus::INVALID_PARAMETER))?;
-        match rustix::io::pread(&h.fd, rest, at) {
-            Ok(0) => break,
-            Ok(n) => done += n,
+        let Some(spare) = out.spare_capacity_mut().get_mut(..len - done) else { break };
+        match rustix::io::pread(&h.fd, spare, at) {
+            Ok((read, _)) if read.is_empty() => break,
+            Ok((read, _)) => {
+                let n = read.len();
+                // SAFETY: pread initialized these `n` bytes of the spare
+                // capacity, right after the current end.
+                unsafe { out.set_len(out.len() + n) };
+            }
             Err(Errno::INTR) => {}
             Err(e) => return Err(err(e)),
         }
     }
-    Ok(done)
+    Ok(out.len() - start)
 }
 
 pub(crate) fn write_at(h: &Handle, buf: &[u8], offset: u64) -> Result<(), FsError> {

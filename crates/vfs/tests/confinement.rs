@@ -165,9 +165,9 @@ fn default_data_stream_suffix_names_the_file() {
     let f = fixture();
     let (h, _) = f.fs.open("a\\f::$DATA", &opts(Disposition::Open)).unwrap();
     assert_eq!(h.path, "a\\f");
-    let mut buf = [0u8; 16];
-    let n = h.read_at(&mut buf, 0).unwrap();
-    assert_eq!(&buf[..n], b"inside");
+    let mut buf = Vec::new();
+    assert_eq!(h.read_append(&mut buf, 16, 0).unwrap(), 6);
+    assert_eq!(buf, b"inside");
     assert_eq!(f.fs.stat_path("a\\f::$data").unwrap().size, 6);
     // Only the whole suffix, and only after a name.
     assert_refused(&f.fs, "::$DATA", NtStatus::OBJECT_NAME_INVALID);
@@ -277,9 +277,9 @@ fn symlink_inside_share_is_followed() {
     symlink("a/f", f.share.join("ln")).unwrap();
     symlink("../a", f.share.join("a").join("up")).unwrap();
     let (h, _) = f.fs.open("ln", &opts(Disposition::Open)).unwrap();
-    let mut buf = [0u8; 6];
-    assert_eq!(h.read_at(&mut buf, 0).unwrap(), 6);
-    assert_eq!(&buf, b"inside");
+    let mut buf = Vec::new();
+    assert_eq!(h.read_append(&mut buf, 6, 0).unwrap(), 6);
+    assert_eq!(buf, b"inside");
     assert_eq!(f.fs.stat_path("a\\up\\f").unwrap().size, 6);
 }
 
@@ -338,8 +338,7 @@ fn read_only_share_refuses_changes() {
     // Reading works; a handle refuses every change.
     let (h, a) = ro.open("a\\f", &opts(Disposition::OpenIf)).unwrap();
     assert_eq!(a, smbq_vfs::CreateAction::Opened);
-    let mut buf = [0u8; 6];
-    assert_eq!(h.read_at(&mut buf, 0).unwrap(), 6);
+    assert_eq!(h.read_append(&mut Vec::new(), 6, 0).unwrap(), 6);
     assert_eq!(h.write_at(b"x", 0).unwrap_err().status(), wp);
     assert_eq!(h.set_len(0).unwrap_err().status(), wp);
     assert_eq!(h.set_allocation(0).unwrap_err().status(), wp);

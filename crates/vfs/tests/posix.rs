@@ -292,7 +292,7 @@ fn metadata_open_without_data_access() {
             NtStatus::ACCESS_DENIED
         );
         assert_eq!(
-            h.read_at(&mut [0; 3], 0).unwrap_err().status(),
+            h.read_append(&mut Vec::new(), 3, 0).unwrap_err().status(),
             NtStatus::ACCESS_DENIED
         );
     }
@@ -335,14 +335,16 @@ fn read_and_write() {
     let (h, _) = f.fs.open("data", &file(Disposition::Create)).unwrap();
     h.write_at(b"hello", 0).unwrap();
     h.write_at(b"world", 10).unwrap();
-    let mut buf = [0xAAu8; 32];
-    assert_eq!(h.read_at(&mut buf, 0).unwrap(), 15);
-    assert_eq!(&buf[..15], b"hello\0\0\0\0\0world");
-    assert_eq!(h.read_at(&mut buf[..3], 11).unwrap(), 3);
-    assert_eq!(&buf[..3], b"orl");
-    assert_eq!(h.read_at(&mut buf, 15).unwrap(), 0, "EOF");
-    assert_eq!(h.read_at(&mut buf, 1 << 40).unwrap(), 0, "far past EOF");
-    assert_eq!(h.read_at(&mut [], 0).unwrap(), 0);
+    let mut buf = b"head:".to_vec();
+    assert_eq!(h.read_append(&mut buf, 32, 0).unwrap(), 15);
+    assert_eq!(buf, b"head:hello\0\0\0\0\0world", "appended after what was there");
+    let mut buf = Vec::with_capacity(64);
+    assert_eq!(h.read_append(&mut buf, 3, 11).unwrap(), 3, "no more than asked, whatever the capacity");
+    assert_eq!(buf, b"orl");
+    assert_eq!(h.read_append(&mut buf, 32, 15).unwrap(), 0, "EOF");
+    assert_eq!(h.read_append(&mut buf, 32, 1 << 40).unwrap(), 0, "far past EOF");
+    assert_eq!(h.read_append(&mut buf, 0, 0).unwrap(), 0);
+    assert_eq!(buf, b"orl");
     h.write_at(&[], 100).unwrap();
     assert_eq!(h.stat().unwrap().size, 15);
     assert_eq!(
@@ -353,8 +355,8 @@ fn read_and_write() {
     // The 8 MiB hot path, at an unaligned offset.
     let big: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
     h.write_at(&big, 12345).unwrap();
-    let mut back = vec![0u8; big.len()];
-    assert_eq!(h.read_at(&mut back, 12345).unwrap(), big.len());
+    let mut back = Vec::new();
+    assert_eq!(h.read_append(&mut back, big.len(), 12345).unwrap(), big.len());
     assert!(back == big);
     assert_eq!(h.stat().unwrap().size, 12345 + big.len() as u64);
 
@@ -380,7 +382,7 @@ fn directory_handles_have_no_data() {
     let f = fixture();
     let (d, _) = f.fs.open("d", &dir(Disposition::Create)).unwrap();
     assert_eq!(
-        d.read_at(&mut [0; 4], 0).unwrap_err().status(),
+        d.read_append(&mut Vec::new(), 4, 0).unwrap_err().status(),
         NtStatus::FILE_IS_A_DIRECTORY
     );
     assert_eq!(d.set_len(0).unwrap_err().status(), NtStatus::ACCESS_DENIED);
@@ -682,5 +684,5 @@ fn unlink_files_and_directories() {
     let (h, _) = f.fs.open("z", &file(Disposition::Create)).unwrap();
     h.write_at(b"zz", 0).unwrap();
     f.fs.unlink(&h.path, h.is_dir).unwrap();
-    assert_eq!(h.read_at(&mut [0; 2], 0).unwrap(), 2);
+    assert_eq!(h.read_append(&mut Vec::new(), 2, 0).unwrap(), 2);
 }

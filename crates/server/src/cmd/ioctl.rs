@@ -274,9 +274,9 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
             status = NtStatus::FILE_LOCK_CONFLICT;
             break;
         }
-        buf.resize(c.length as usize, 0);
-        let n = src.read_at(&mut buf, c.source_offset).map_err(NtStatus::from)?;
-        if n != buf.len() {
+        buf.clear();
+        let n = src.read_append(&mut buf, c.length as usize, c.source_offset).map_err(NtStatus::from)?;
+        if n != c.length as usize {
             status = NtStatus::INVALID_VIEW_SIZE;
             break;
         }

@@ -58,20 +58,16 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let head = ctx.out.len();
     encode_response_head(ctx.out, r.length, 0);
     let data = ctx.out.len();
-    // One allocation of the exact size (plus the pad byte of an empty read).
+    // One allocation of the exact size (plus the pad byte of an empty
+    // read), filled by the read itself.
     ctx.out.reserve_exact(r.length as usize + 1);
-    ctx.out.resize(data + r.length as usize, 0);
-    let n = match ctx.out.get_mut(data..) {
-        Some(buf) => h.read_at(buf, r.offset).map_err(NtStatus::from)?,
-        None => 0,
-    };
+    let n = h.read_append(ctx.out, r.length as usize, r.offset).map_err(NtStatus::from)?;
     //= MS-SMB2 3.3.5.12
     //# If the read fails or the number of bytes read is less than
     //# MinimumCount, the server MUST fail the request with STATUS_END_OF_FILE
     if (n == 0 && r.length > 0) || n < r.minimum_count as usize {
         return Err(NtStatus::END_OF_FILE);
     }
-    ctx.out.truncate(data + n);
     set_data_len(ctx.out, head, n as u32);
     if n > 0 {
         if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
