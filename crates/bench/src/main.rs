@@ -81,32 +81,41 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let data = bytes::Bytes::from(pattern(size));
-    let mut rows: Vec<Row> = Vec::new();
-    for (name, dir) in [("raw-quic", "write"), ("raw-quic", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")] {
-        if !a.systems.iter().any(|s| s == name) {
-            continue;
-        }
-        let mut v = Vec::new();
-        for rep in 0..a.reps {
+    // Runs interleave (each rep runs every system once) so that a slow spell
+    // of this shared machine weighs on all systems alike.
+    let cases: Vec<(&'static str, &'static str)> = [("raw-quic", "write"), ("raw-quic", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")]
+        .into_iter()
+        .filter(|(name, _)| a.systems.iter().any(|s| s == name))
+        .collect();
+    let mut runs: Vec<Vec<Measure>> = vec![Vec::new(); cases.len()];
+    let gib = size as f64 / f64::from(1u32 << 30);
+    let reps = a.reps.max(1);
+    for rep in 0..reps {
+        for (i, &(name, dir)) in cases.iter().enumerate() {
             let before = cpu_seconds();
             let mbps = client_rt.block_on(run(&env, name, dir, &data, &a))?;
             let after = cpu_seconds();
-            let gib = size as f64 / f64::from(1u32 << 30);
             let m = Measure { mbps, server_cpu: (after.0 - before.0) / gib, client_cpu: (after.1 - before.1) / gib };
             if !a.json {
                 eprintln!(
                     "{name:>13} {dir:<5} run {}/{}: {mbps:8.1} MB/s   CPU-s/GiB server {:.2} client {:.2}",
                     rep + 1,
-                    a.reps,
+                    reps,
                     m.server_cpu,
                     m.client_cpu
                 );
             }
-            v.push(m);
+            runs[i].push(m);
         }
-        v.sort_by(|x, y| x.mbps.total_cmp(&y.mbps));
-        rows.push(Row { name, dir, median: v[v.len() / 2] });
     }
+    let rows: Vec<Row> = cases
+        .iter()
+        .zip(runs)
+        .map(|(&(name, dir), mut v)| {
+            v.sort_by(|x, y| x.mbps.total_cmp(&y.mbps));
+            Row { name, dir, median: v[v.len() / 2] }
+        })
+        .collect();
     let median = |n: &str, d: &str| rows.iter().find(|r| r.name == n && r.dir == d).map(|r| r.median);
     let mbps = |n: &str, d: &str| median(n, d).map(|m| m.mbps).unwrap_or(0.0);
     if a.json {
@@ -150,7 +159,9 @@ fn main() -> anyhow::Result<()> {
         }
     }
     // As `smbq serve` does: exit rather than tear the server's runtime down
-    // under engine threads that may still be waiting on its timers.
+    // under engine threads that may still be waiting on its timers; the
+    // share's temporary directory goes first (exit runs no destructors).
+    drop(env);
     use std::io::Write;
     let _ = std::io::stdout().flush();
     std::process::exit(0)

@@ -58,6 +58,12 @@ impl Core {
     /// A whole request message (header + body), signed or sealed as the
     /// session requires. `charge` is the credit charge.
     pub fn request(&mut self, command: Command, charge: u16, body: &[u8]) -> (u64, Vec<u8>) {
+        self.request_with(command, charge, body.len(), |m| m.extend_from_slice(body))
+    }
+
+    /// [`Core::request`] with the body written by `encode` straight into the
+    /// message (a WRITE's data is copied once); `body_len` sizes the buffer.
+    pub fn request_with(&mut self, command: Command, charge: u16, body_len: usize, encode: impl FnOnce(&mut Vec<u8>)) -> (u64, Vec<u8>) {
         let id = self.next_id;
         self.next_id += u64::from(charge.max(1));
         let h = Header {
@@ -70,12 +76,12 @@ impl Core {
             ..Default::default()
         };
         let sealing = self.encrypt && self.seal.is_some();
-        let mut m = Vec::with_capacity(TRANSFORM_HEADER_LEN + HEADER_LEN + body.len());
+        let mut m = Vec::with_capacity(TRANSFORM_HEADER_LEN + HEADER_LEN + body_len);
         if sealing {
             m.resize(TRANSFORM_HEADER_LEN, 0);
         }
         h.encode(&mut m);
-        m.extend_from_slice(body);
+        encode(&mut m);
         if let (true, Some((sealer, _))) = (sealing, &self.seal) {
             self.nonce += 1;
             let mut n = [0u8; 16];

@@ -12,7 +12,8 @@ use smbq_wire::header::HEADER_LEN;
 use smbq_wire::{framing, Command, FileId, Header, NtStatus, Put};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -27,7 +28,12 @@ pub enum ClientError {
 }
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
-type Writer = Box<dyn AsyncWrite + Unpin + Send>;
+
+enum Writer {
+    Tcp(tokio::net::tcp::OwnedWriteHalf),
+    /// Frames go to quinn as `Bytes`, without another copy.
+    Quic(quinn::SendStream),
+}
 
 pub struct Client {
     pub core: Core,
@@ -60,7 +66,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(1 << 20, Box::new(r)), wr: Box::new(w), quic: None })
+        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(1 << 20, Box::new(r)), wr: Writer::Tcp(w), quic: None })
     }
 
     /// TLS 1.3 with ALPN "smb", then one bidirectional stream (MS-SMB2 2.1).
@@ -72,13 +78,22 @@ impl Client {
             .await
             .map_err(|e| ClientError::Quic(e.to_string()))?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(1 << 20, Box::new(recv)), wr: Box::new(send), quic: Some((ep, conn)) })
+        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(1 << 20, Box::new(recv)), wr: Writer::Quic(send), quic: Some((ep, conn)) })
     }
 
-    pub async fn send(&mut self, msg: &[u8]) -> Result<(), ClientError> {
-        self.wr.write_all(&framing::prefix(msg.len())).await?;
-        self.wr.write_all(msg).await?;
-        self.wr.flush().await?;
+    /// One message, framed (MS-SMB2 2.1).
+    pub async fn send(&mut self, msg: Vec<u8>) -> Result<(), ClientError> {
+        let prefix = framing::prefix(msg.len());
+        match &mut self.wr {
+            Writer::Tcp(w) => {
+                w.write_all(&prefix).await?;
+                w.write_all(&msg).await?;
+            }
+            Writer::Quic(s) => {
+                let mut chunks = [Bytes::copy_from_slice(&prefix), Bytes::from(msg)];
+                s.write_all_chunks(&mut chunks).await.map_err(|e| ClientError::Quic(e.to_string()))?;
+            }
+        }
         Ok(())
     }
 
@@ -106,7 +121,7 @@ impl Client {
     /// One request, one checked response.
     pub async fn call(&mut self, command: Command, charge: u16, body: &[u8]) -> Result<(Header, Vec<u8>), ClientError> {
         let (_, m) = self.core.request(command, charge, body);
-        self.send(&m).await?;
+        self.send(m).await?;
         let r = self.recv().await?;
         Ok((check(&r, command)?, r))
     }
@@ -115,7 +130,7 @@ impl Client {
         let body = self.core.negotiate_body(transport_caps);
         let (_, m) = self.core.request(Command::NEGOTIATE, 1, &body);
         self.core.hash(&m);
-        self.send(&m).await?;
+        self.send(m).await?;
         let r = self.recv().await?;
         self.core.on_negotiate(&r)
     }
@@ -129,7 +144,7 @@ impl Client {
             let (_, m) = self.core.request(Command::SESSION_SETUP, 1, &b[HEADER_LEN..]);
             let mut hash = self.core.preauth();
             hash.update(&m);
-            self.send(&m).await?;
+            self.send(m).await?;
             let r = self.recv().await?;
             let h = check(&r, Command::SESSION_SETUP)?;
             self.core.session_id = h.session_id;
@@ -194,9 +209,10 @@ impl Client {
 
     pub async fn write(&mut self, fid: FileId, offset: u64, data: &[u8]) -> Result<u32, ClientError> {
         let req = smbq_wire::write::WriteRequest { offset, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data };
-        let mut b = Vec::with_capacity(64 + data.len());
-        req.encode(&mut b);
-        let (_, r) = self.call(Command::WRITE, charge(data.len()), &b).await?;
+        let (_, m) = self.core.request_with(Command::WRITE, charge(data.len()), 49 + data.len(), |b| req.encode(b));
+        self.send(m).await?;
+        let r = self.recv().await?;
+        check(&r, Command::WRITE)?;
         smbq_wire::write::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
@@ -229,10 +245,8 @@ impl Client {
             while sent < chunks.len() && sent - done < depth.max(1) {
                 let c = chunks.get(sent).copied().unwrap_or_default();
                 let req = smbq_wire::write::WriteRequest { offset: (sent * chunk) as u64, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data: c };
-                let mut b = Vec::with_capacity(64 + c.len());
-                req.encode(&mut b);
-                let (_, m) = self.core.request(Command::WRITE, charge(c.len()), &b);
-                self.send(&m).await?;
+                let (_, m) = self.core.request_with(Command::WRITE, charge(c.len()), 49 + c.len(), |b| req.encode(b));
+                self.send(m).await?;
                 sent += 1;
             }
             let r = self.recv().await?;
@@ -257,7 +271,7 @@ impl Client {
                 let mut b = Vec::new();
                 req.encode(&mut b);
                 let (id, m) = self.core.request(Command::READ, charge(len as usize), &b);
-                self.send(&m).await?;
+                self.send(m).await?;
                 ids.push_back((id, off));
                 sent += 1;
             }

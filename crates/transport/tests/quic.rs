@@ -306,7 +306,7 @@ async fn a_client_that_stops_reading_is_dropped() {
         let mut b = Vec::new();
         req.encode(&mut b);
         let (_, m) = c.core.request(smbq_wire::Command::READ, 64, &b);
-        c.send(&m).await.unwrap();
+        c.send(m).await.unwrap();
     }
     let conn = c.quic.as_ref().unwrap().1.clone();
     assert!(closed_within(&conn, 10).await, "the server gives up on a peer that takes no data");

@@ -57,7 +57,6 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     let head = ctx.out.len();
     encode_response_head(ctx.out, r.length, 0);
-    let data = ctx.out.len();
     // One allocation of the exact size (plus the pad byte of an empty
     // read), filled by the read itself.
     ctx.out.reserve_exact(r.length as usize + 1);
