@@ -230,8 +230,13 @@ async fn start(parent: Option<&std::path::Path>, size: usize) -> anyhow::Result<
     std::fs::create_dir(dir.path().join("share"))?;
     // Laid out beforehand, as fio does: the timed writes overwrite blocks in
     // place, so no run pays the file system for allocating them.
+    let zeros = vec![0u8; 1 << 20];
     for name in ["smbq-quic", "smbq-tcp-enc"] {
-        std::fs::write(dir.path().join("share").join(format!("{name}.bin")), vec![0u8; size])?;
+        use std::io::Write;
+        let mut f = std::fs::File::create(dir.path().join("share").join(format!("{name}.bin")))?;
+        for at in (0..size).step_by(zeros.len()) {
+            f.write_all(&zeros[..zeros.len().min(size - at)])?;
+        }
     }
     let mut users = UserDb::new();
     users.add("bench", "bench");

@@ -29,6 +29,11 @@ pub enum ClientError {
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 
+/// Small enough that a large response bypasses it: tokio's BufReader reads
+/// straight into the caller's buffer when its own is empty and the read is
+/// at least this long, so READ data is copied once, not twice.
+const READ_BUFFER: usize = 64 * 1024;
+
 enum Writer {
     Tcp(tokio::net::tcp::OwnedWriteHalf),
     /// Frames go to quinn as `Bytes`, without another copy.
@@ -66,7 +71,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(1 << 20, Box::new(r)), wr: Writer::Tcp(w), quic: None })
+        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(READ_BUFFER, Box::new(r)), wr: Writer::Tcp(w), quic: None })
     }
 
     /// TLS 1.3 with ALPN "smb", then one bidirectional stream (MS-SMB2 2.1).
@@ -78,7 +83,7 @@ impl Client {
             .await
             .map_err(|e| ClientError::Quic(e.to_string()))?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(1 << 20, Box::new(recv)), wr: Writer::Quic(send), quic: Some((ep, conn)) })
+        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(READ_BUFFER, Box::new(recv)), wr: Writer::Quic(send), quic: Some((ep, conn)) })
     }
 
     /// One message, framed (MS-SMB2 2.1).

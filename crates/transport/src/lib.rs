@@ -11,17 +11,39 @@ pub mod quic;
 pub mod tcp;
 pub mod tls;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use smbq_server::{Connection, Server, TransportInfo};
 use smbq_wire::framing::{frame_len, FrameError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
 
 /// Frames in flight between the stages: enough to keep the pipe full.
 const QUEUE: usize = 32;
+
+/// Spare room the reader keeps for small messages (larger frames reserve
+/// their whole length).
+const READ_AHEAD: usize = 64 * 1024;
+
+/// Read into `acc` until it holds `want` bytes (`want` is bounded by the
+/// frame limit). False when the peer is gone first.
+async fn fill<R: AsyncRead + Unpin>(rd: &mut R, acc: &mut BytesMut, want: usize) -> bool {
+    if acc.capacity() < want {
+        acc.reserve(want - acc.len());
+    }
+    while acc.len() < want {
+        if acc.capacity() == acc.len() {
+            acc.reserve(READ_AHEAD);
+        }
+        match rd.read_buf(acc).await {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+    true
+}
 
 /// A peer that takes no bytes for this long is gone (it stopped reading).
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -84,12 +106,17 @@ pub(crate) async fn serve_framed<R>(
     let (in_tx, in_rx) = mpsc::channel::<BytesMut>(QUEUE);
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
     let reader = tokio::spawn(async move {
-        let mut rd = BufReader::with_capacity(256 * 1024, rd);
+        // One buffer takes the bytes as they come (one copy out of the
+        // socket or QUIC stream); each frame is split off it without
+        // another, and the engine gets it as its own BytesMut.
+        let mut rd = rd;
+        let mut acc = BytesMut::with_capacity(READ_AHEAD);
         loop {
-            let mut prefix = [0u8; 4];
-            if rd.read_exact(&mut prefix).await.is_err() {
+            if !fill(&mut rd, &mut acc, 4).await {
                 return;
             }
+            let mut prefix = [0u8; 4];
+            prefix.copy_from_slice(&acc[..4]);
             let len = match frame_len(prefix, max) {
                 Ok(l) => l,
                 Err(FrameError::TooLong(l)) => {
@@ -101,15 +128,11 @@ pub(crate) async fn serve_framed<R>(
                     return;
                 }
             };
-            let mut buf = BytesMut::with_capacity(len);
-            while buf.len() < len {
-                let want = len - buf.len();
-                match rd.read_buf(&mut (&mut buf).limit(want)).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
-                }
+            if !fill(&mut rd, &mut acc, 4 + len).await {
+                return;
             }
-            if in_tx.send(buf).await.is_err() {
+            acc.advance(4);
+            if in_tx.send(acc.split_to(len)).await.is_err() {
                 return;
             }
         }
