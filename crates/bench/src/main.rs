@@ -64,6 +64,8 @@ fn main() -> anyhow::Result<()> {
     let size = a.size_mib << 20;
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let pinned = !a.no_pin && cpus >= 2;
+    // Pinned, each side has one core, and one worker thread, as tokio would
+    // start on a one-core host.
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(if pinned { 1 } else { 2 })
         .thread_name(SERVER_THREADS)
