@@ -478,7 +478,7 @@ pub(crate) fn read_append(h: &Handle, out: &mut Vec<u8>, len: usize, offset: u64
             .ok_or(status(NtStatus::INVALID_PARAMETER))?;
         let Some(spare) = out.spare_capacity_mut().get_mut(..len - done) else { break };
         match rustix::io::pread(&h.fd, spare, at) {
-            Ok((read, _)) if read.is_empty() => break,
+            Ok(([], _)) => break,
             Ok((read, _)) => {
                 let n = read.len();
                 // SAFETY: pread initialized these `n` bytes of the spare
