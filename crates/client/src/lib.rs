@@ -126,6 +126,11 @@ impl Client {
     /// One request, one checked response.
     pub async fn call(&mut self, command: Command, charge: u16, body: &[u8]) -> Result<(Header, Vec<u8>), ClientError> {
         let (_, m) = self.core.request(command, charge, body);
+        self.exchange(command, m).await
+    }
+
+    /// Send a built request `m` and return its checked response.
+    async fn exchange(&mut self, command: Command, m: Vec<u8>) -> Result<(Header, Vec<u8>), ClientError> {
         self.send(m).await?;
         let r = self.recv().await?;
         Ok((check(&r, command)?, r))
@@ -214,10 +219,8 @@ impl Client {
 
     pub async fn write(&mut self, fid: FileId, offset: u64, data: &[u8]) -> Result<u32, ClientError> {
         let req = smbq_wire::write::WriteRequest { offset, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data };
-        let (_, m) = self.core.request_with(Command::WRITE, charge(data.len()), 49 + data.len(), |b| req.encode(b));
-        self.send(m).await?;
-        let r = self.recv().await?;
-        check(&r, Command::WRITE)?;
+        let (_, m) = self.core.request_with(Command::WRITE, charge(data.len()), write_body_len(data), |b| req.encode(b));
+        let (_, r) = self.exchange(Command::WRITE, m).await?;
         smbq_wire::write::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
@@ -250,7 +253,7 @@ impl Client {
             while sent < chunks.len() && sent - done < depth.max(1) {
                 let c = chunks.get(sent).copied().unwrap_or_default();
                 let req = smbq_wire::write::WriteRequest { offset: (sent * chunk) as u64, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data: c };
-                let (_, m) = self.core.request_with(Command::WRITE, charge(c.len()), 49 + c.len(), |b| req.encode(b));
+                let (_, m) = self.core.request_with(Command::WRITE, charge(c.len()), write_body_len(c), |b| req.encode(b));
                 self.send(m).await?;
                 sent += 1;
             }
@@ -295,6 +298,12 @@ impl Client {
     pub async fn echo(&mut self) -> Result<(), ClientError> {
         self.call(Command::ECHO, 1, &[4, 0, 0, 0]).await.map(|_| ())
     }
+}
+
+/// Size of a WRITE request body carrying `data` (StructureSize counts the
+/// buffer's first byte).
+fn write_body_len(data: &[u8]) -> usize {
+    usize::from(smbq_wire::write::REQUEST_SIZE) + data.len()
 }
 
 /// Upper bound for path MTU discovery: quinn 0.11 batches up to 10
