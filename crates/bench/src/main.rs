@@ -62,26 +62,17 @@ fn main() -> anyhow::Result<()> {
     let a = Args::parse();
     smbq_transport::keep_large_buffers_on_heap();
     let size = a.size_mib << 20;
+    let reps = a.reps.max(1);
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let pinned = !a.no_pin && cpus >= 2;
     // Pinned, each side has one core, and one worker thread, as tokio would
     // start on a one-core host.
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(if pinned { 1 } else { 2 })
-        .thread_name(SERVER_THREADS)
-        .on_thread_start(move || if pinned { pin(0) })
-        .enable_all()
-        .build()?;
+    let server_rt = runtime(SERVER_THREADS, pinned.then_some(0))?;
     let env = Arc::new(server_rt.block_on(start(a.dir.as_deref(), size))?);
     if pinned {
         pin(1);
     }
-    let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(if pinned { 1 } else { 2 })
-        .thread_name("bench-client")
-        .on_thread_start(move || if pinned { pin(1) })
-        .enable_all()
-        .build()?;
+    let client_rt = runtime("bench-client", pinned.then_some(1))?;
     let data = bytes::Bytes::from(pattern(size));
     // Runs interleave (each rep runs every system once) so that a slow spell
     // of this shared machine weighs on all systems alike.
@@ -91,7 +82,6 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let mut runs: Vec<Vec<Measure>> = vec![Vec::new(); cases.len()];
     let gib = size as f64 / f64::from(1u32 << 30);
-    let reps = a.reps.max(1);
     for rep in 0..reps {
         for (i, &(name, dir)) in cases.iter().enumerate() {
             let before = cpu_seconds();
@@ -138,7 +128,7 @@ fn main() -> anyhow::Result<()> {
             a.size_mib,
             a.block_kib,
             a.depth,
-            a.reps,
+            reps,
             parts.join(",")
         );
     } else {
@@ -147,7 +137,7 @@ fn main() -> anyhow::Result<()> {
             a.size_mib,
             a.block_kib,
             a.depth,
-            a.reps,
+            reps,
             if pinned { "server on CPU 0, client on CPU 1" } else { "threads not pinned" }
         );
         println!("{:<14}{:>12}{:>12}   CPU-s/GiB server/client: write, read", "system", "write MB/s", "read MB/s");
@@ -387,6 +377,17 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
         bail!("TCP run was not encrypted");
     }
     Ok(size as f64 / secs / 1e6)
+}
+
+/// A runtime whose threads are named `name`; with `cpu`, they all run on
+/// that CPU, with one worker.
+fn runtime(name: &str, cpu: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(if cpu.is_some() { 1 } else { 2 })
+        .thread_name(name)
+        .on_thread_start(move || cpu.into_iter().for_each(pin))
+        .enable_all()
+        .build()
 }
 
 /// Keep the calling thread on CPU `cpu`.
