@@ -306,12 +306,6 @@ fn write_body_len(data: &[u8]) -> usize {
     usize::from(smbq_wire::write::REQUEST_SIZE) + data.len()
 }
 
-/// Upper bound for path MTU discovery: quinn 0.11 batches up to 10
-/// datagrams per GSO send and a UDP send holds at most 65,507 bytes, so
-/// larger datagrams make every batched send fail (the server side has the
-/// same bound, `smbq_transport::quic::GSO_SAFE_UDP_PAYLOAD`).
-pub const MAX_UDP_PAYLOAD: u16 = 6500;
-
 /// A client QUIC endpoint for `t`: TLS 1.3, ALPN "smb", its windows.
 pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -331,35 +325,16 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     transport.receive_window(quinn::VarInt::from_u32(t.receive_window.saturating_mul(2)));
     transport.send_window(u64::from(t.receive_window) * 2);
     let mut mtu = quinn::MtuDiscoveryConfig::default();
-    mtu.upper_bound(MAX_UDP_PAYLOAD);
+    mtu.upper_bound(smbq_udp::MAX_DATAGRAM);
     transport.mtu_discovery_config(Some(mtu));
     cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
     let mut ec = quinn::EndpointConfig::default();
-    let _ = ec.max_udp_payload_size(MAX_UDP_PAYLOAD);
-    let socket = std::net::UdpSocket::bind(bind)?;
-    grow_buffers(&socket, 8 << 20);
-    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(quinn::TokioRuntime))?;
+    let _ = ec.max_udp_payload_size(smbq_udp::MAX_DATAGRAM);
+    let socket = smbq_udp::socket(bind, smbq_udp::DEFAULT_BUFFER)?;
+    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_udp::Runtime))?;
     ep.set_default_client_config(cfg);
     Ok(ep)
-}
-
-/// Large UDP buffers (forced when permitted): bursts of a fast sender
-/// otherwise overflow the default ~200 KiB and read as loss.
-fn grow_buffers(s: &std::net::UdpSocket, size: usize) {
-    use std::os::fd::AsRawFd;
-    let v: libc::c_int = size.try_into().unwrap_or(libc::c_int::MAX);
-    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
-        for opt in [force, plain] {
-            // SAFETY: setsockopt on a valid fd with a c_int value and its size.
-            let r = unsafe {
-                libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, opt, (&v as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t)
-            };
-            if r == 0 {
-                break;
-            }
-        }
-    }
 }
 
 /// Credits a READ/WRITE of `len` bytes costs (MS-SMB2 3.1.5.2).

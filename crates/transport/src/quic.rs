@@ -10,7 +10,6 @@
 use crate::{serve_framed, FrameWriter, SEND_TIMEOUT};
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
-use socket2::{Domain, Protocol, Socket, Type};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,17 +35,9 @@ pub struct QuicOptions {
     pub send_timeout: Duration,
     /// Upper bound for path MTU discovery (UDP payload bytes). Above 1452
     /// only pays where the path allows it (jumbo frames, loopback); probes
-    /// elsewhere simply fail and the usual ~1452 stays. At most
-    /// [`GSO_SAFE_UDP_PAYLOAD`].
+    /// elsewhere simply fail and the usual ~1452 stays. See [`smbq_udp`].
     pub max_udp_payload: u16,
 }
-
-/// The largest datagram quinn 0.11 can batch: it hands the kernel up to 10
-/// datagrams in one GSO send, and one UDP send carries at most 65,507
-/// bytes. With 8952-byte datagrams every batched send fails, MTU discovery
-/// reads that as a black hole and the path falls back to 1200 bytes (seen
-/// on loopback: a bulk transfer at a third of the speed it has at 6500).
-pub const GSO_SAFE_UDP_PAYLOAD: u16 = 6500;
 
 impl Default for QuicOptions {
     fn default() -> Self {
@@ -55,10 +46,10 @@ impl Default for QuicOptions {
             keep_alive: Some(Duration::from_secs(15)),
             stream_window: 64 << 20,
             connection_window: 128 << 20,
-            udp_buffer: 8 << 20,
+            udp_buffer: smbq_udp::DEFAULT_BUFFER,
             handshake_timeout: Duration::from_secs(10),
             send_timeout: SEND_TIMEOUT,
-            max_udp_payload: GSO_SAFE_UDP_PAYLOAD,
+            max_udp_payload: smbq_udp::MAX_DATAGRAM,
         }
     }
 }
@@ -73,48 +64,9 @@ pub fn transport_config(opts: &QuicOptions) -> TransportConfig {
     t.max_idle_timeout(quinn::IdleTimeout::try_from(opts.idle_timeout).ok());
     t.keep_alive_interval(opts.keep_alive);
     let mut mtu = quinn::MtuDiscoveryConfig::default();
-    mtu.upper_bound(opts.max_udp_payload.min(GSO_SAFE_UDP_PAYLOAD));
+    mtu.upper_bound(opts.max_udp_payload);
     t.mtu_discovery_config(Some(mtu));
     t
-}
-
-/// A UDP socket with large buffers: SO_RCVBUFFORCE/SO_SNDBUFFORCE when
-/// permitted (root or CAP_NET_ADMIN), else the largest the sysctls allow,
-/// with a warning.
-pub fn udp_socket(addr: SocketAddr, buffer: usize) -> std::io::Result<std::net::UdpSocket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    if addr.is_ipv6() {
-        let _ = s.set_only_v6(false);
-    }
-    for (force, name) in [(libc::SO_RCVBUFFORCE, "receive"), (libc::SO_SNDBUFFORCE, "send")] {
-        if !set_force(&s, force, buffer) {
-            let _ = if force == libc::SO_RCVBUFFORCE { s.set_recv_buffer_size(buffer) } else { s.set_send_buffer_size(buffer) };
-            let got = if force == libc::SO_RCVBUFFORCE { s.recv_buffer_size() } else { s.send_buffer_size() }.unwrap_or(0);
-            // Linux reports twice the value set.
-            if got / 2 < buffer {
-                warn!(requested = buffer, got = got / 2, "UDP {name} buffer smaller than requested (raise net.core.{}mem_max)",
-                    if force == libc::SO_RCVBUFFORCE { "r" } else { "w" });
-            }
-        }
-    }
-    s.bind(&addr.into())?;
-    Ok(s.into())
-}
-
-fn set_force(s: &Socket, opt: libc::c_int, size: usize) -> bool {
-    use std::os::fd::AsRawFd;
-    let v: libc::c_int = size.try_into().unwrap_or(libc::c_int::MAX);
-    // SAFETY: setsockopt with a valid fd, a c_int value and its size.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    r == 0
 }
 
 /// A QUIC endpoint serving SMB on `addr`.
@@ -123,8 +75,8 @@ pub fn endpoint(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions)
     let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     sc.transport_config(Arc::new(transport_config(opts)));
     sc.migration(true);
-    let socket = udp_socket(addr, opts.udp_buffer)?;
-    Endpoint::new(endpoint_config(opts), Some(sc), socket, Arc::new(quinn::TokioRuntime))
+    let socket = smbq_udp::socket(addr, opts.udp_buffer)?;
+    Endpoint::new(endpoint_config(opts), Some(sc), socket, Arc::new(smbq_udp::Runtime))
 }
 
 /// Accept datagrams as large as MTU discovery may reach (quinn's default

@@ -229,6 +229,21 @@ async fn client_rebinding_mid_transfer_finishes_byte_exact() {
     c.close(fid).await.unwrap();
 }
 
+/// On loopback (MTU 65,536) MTU discovery takes both directions to
+/// datagrams of ~64 KiB, and quinn's GSO batches of them reach the peer
+/// (smbq_udp splits them into sends the kernel takes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_transfers_use_64k_datagrams() {
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let mut c = quic_client(&s).await.unwrap();
+    session(&mut c, true).await;
+    round_trip(&mut c, "big-datagrams.bin", 48 << 20).await;
+    let st = c.quic.as_ref().unwrap().1.stats();
+    assert!(st.path.current_mtu > 60_000, "path MTU {}", st.path.current_mtu);
+    let (tx, rx) = (st.udp_tx.bytes / st.udp_tx.datagrams.max(1), st.udp_rx.bytes / st.udp_rx.datagrams.max(1));
+    assert!(tx > 30_000 && rx > 30_000, "mean datagram sizes: sent {tx}, received {rx}");
+}
+
 /// A QUIC connection with its SMB stream open, but no SMB client on it.
 async fn raw_stream(s: &Running) -> (quinn::Endpoint, quinn::Connection, quinn::SendStream, quinn::RecvStream) {
     let ep = smbq_client::quic_endpoint(&QuicTarget::new(s.addr, "localhost", roots(&s.cert))).unwrap();
