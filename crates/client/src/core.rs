@@ -75,7 +75,7 @@ impl Core {
             tree_id: self.tree_id,
             ..Default::default()
         };
-        let sealing = self.encrypt && self.seal.is_some();
+        let sealing = self.seals();
         let mut m = Vec::with_capacity(TRANSFORM_HEADER_LEN + HEADER_LEN + body_len);
         if sealing {
             m.resize(TRANSFORM_HEADER_LEN, 0);
@@ -88,7 +88,7 @@ impl Core {
             n[..8].copy_from_slice(&self.nonce.to_le_bytes());
             sealer.seal(self.session_id, &n, &mut m);
             self.transforms_sent += 1;
-        } else if let (Some(s), true) = (&self.signer, command != Command::SESSION_SETUP && self.signs()) {
+        } else if let (Some(s), true) = (&self.signer, self.signs(command)) {
             if let Some(f) = m.get_mut(16..20) {
                 f.copy_from_slice(&flags::SIGNED.to_le_bytes());
             }
@@ -102,8 +102,19 @@ impl Core {
     /// This client signs every unsealed request, except over a transport
     /// that already protects integrity (SMB2_TRANSPORT_CAPABILITIES
     /// accepted on QUIC) where it signs only if the server requires it.
-    fn signs(&self) -> bool {
-        !self.transport_security || self.server_requires_signing
+    fn signs(&self, command: Command) -> bool {
+        command != Command::SESSION_SETUP && (!self.transport_security || self.server_requires_signing)
+    }
+
+    fn seals(&self) -> bool {
+        self.encrypt && self.seal.is_some()
+    }
+
+    /// Whether `command`'s requests are sealed or signed: if not, their
+    /// bytes go out as encoded, and a payload may follow the message
+    /// without being copied into it.
+    pub fn protects(&self, command: Command) -> bool {
+        self.seals() || (self.signer.is_some() && self.signs(command))
     }
 
     /// Unseal a response if it is a transform message.

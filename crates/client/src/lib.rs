@@ -88,14 +88,21 @@ impl Client {
 
     /// One message, framed (MS-SMB2 2.1).
     pub async fn send(&mut self, msg: Vec<u8>) -> Result<(), ClientError> {
-        let prefix = framing::prefix(msg.len());
+        self.send_parts(msg, Bytes::new()).await
+    }
+
+    /// One message made of `head` and then `tail`, framed; on QUIC neither
+    /// is copied again.
+    async fn send_parts(&mut self, head: Vec<u8>, tail: Bytes) -> Result<(), ClientError> {
+        let prefix = framing::prefix(head.len() + tail.len());
         match &mut self.wr {
             Writer::Tcp(w) => {
                 w.write_all(&prefix).await?;
-                w.write_all(&msg).await?;
+                w.write_all(&head).await?;
+                w.write_all(&tail).await?;
             }
             Writer::Quic(s) => {
-                let mut chunks = [Bytes::copy_from_slice(&prefix), Bytes::from(msg)];
+                let mut chunks = [Bytes::copy_from_slice(&prefix), Bytes::from(head), tail];
                 s.write_all_chunks(&mut chunks).await.map_err(|e| ClientError::Quic(e.to_string()))?;
             }
         }
@@ -246,15 +253,25 @@ impl Client {
 
     /// Write `data` at offset 0 in `chunk`-byte WRITEs with up to `depth`
     /// requests outstanding (the fio iodepth of the benchmarks).
-    pub async fn write_pipelined(&mut self, fid: FileId, data: &[u8], chunk: usize, depth: usize) -> Result<(), ClientError> {
-        let chunks: Vec<&[u8]> = data.chunks(chunk.max(1)).collect();
+    ///
+    /// When WRITEs are neither sealed nor signed (QUIC with transport
+    /// capabilities), only their header and fixed part are encoded and the
+    /// data goes to the transport as slices of `data`, without a copy.
+    pub async fn write_pipelined(&mut self, fid: FileId, data: &Bytes, chunk: usize, depth: usize) -> Result<(), ClientError> {
+        let chunk = chunk.max(1);
+        let n = data.len().div_ceil(chunk);
         let (mut sent, mut done) = (0usize, 0usize);
-        while done < chunks.len() {
-            while sent < chunks.len() && sent - done < depth.max(1) {
-                let c = chunks.get(sent).copied().unwrap_or_default();
-                let req = smbq_wire::write::WriteRequest { offset: (sent * chunk) as u64, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data: c };
-                let (_, m) = self.core.request_with(Command::WRITE, charge(c.len()), write_body_len(c), |b| req.encode(b));
-                self.send(m).await?;
+        while done < n {
+            while sent < n && sent - done < depth.max(1) {
+                let c = data.slice(sent * chunk..data.len().min((sent + 1) * chunk));
+                let req = smbq_wire::write::WriteRequest { offset: (sent * chunk) as u64, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data: &c };
+                if self.core.protects(Command::WRITE) {
+                    let (_, m) = self.core.request_with(Command::WRITE, charge(c.len()), write_body_len(&c), |b| req.encode(b));
+                    self.send(m).await?;
+                } else {
+                    let (_, head) = self.core.request_with(Command::WRITE, charge(c.len()), smbq_wire::write::HEAD_LEN, |b| req.encode_head(b));
+                    self.send_parts(head, c).await?;
+                }
                 sent += 1;
             }
             let r = self.recv().await?;
@@ -300,10 +317,10 @@ impl Client {
     }
 }
 
-/// Size of a WRITE request body carrying `data` (StructureSize counts the
-/// buffer's first byte).
+/// Size of a WRITE request body carrying `data` (an empty one still has
+/// the buffer's first byte).
 fn write_body_len(data: &[u8]) -> usize {
-    usize::from(smbq_wire::write::REQUEST_SIZE) + data.len()
+    smbq_wire::write::HEAD_LEN + data.len().max(1)
 }
 
 /// A client QUIC endpoint for `t`: TLS 1.3, ALPN "smb", its windows.

@@ -6,6 +6,8 @@ use crate::{check_structure_size, DecodeError, FileId};
 
 pub const REQUEST_SIZE: u16 = 49;
 pub const RESPONSE_SIZE: u16 = 17;
+/// The request's fixed part: StructureSize counts the buffer's first byte.
+pub const HEAD_LEN: usize = REQUEST_SIZE as usize - 1;
 /// SMB2_WRITEFLAG_WRITE_THROUGH.
 pub const WRITE_THROUGH: u32 = 0x0000_0001;
 
@@ -36,7 +38,7 @@ impl<'a> WriteRequest<'a> {
         let info_off = r.u16()? as usize;
         let info_len = r.u16()? as usize;
         let flags = r.u32()?;
-        if len > 0 && data_off < HEADER_LEN + 48 {
+        if len > 0 && data_off < HEADER_LEN + HEAD_LEN {
             return Err(DecodeError::OutOfBounds);
         }
         at(msg, info_off, info_len)?;
@@ -45,8 +47,19 @@ impl<'a> WriteRequest<'a> {
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_head(out);
+        out.bytes(self.data);
+        if self.data.is_empty() {
+            out.u8(0);
+        }
+    }
+
+    /// The fixed part alone ([`HEAD_LEN`] bytes, Length from `data`): the
+    /// data follows it in the message, for a sender that passes it on
+    /// without copying it in.
+    pub fn encode_head(&self, out: &mut Vec<u8>) {
         out.u16(REQUEST_SIZE);
-        out.u16((HEADER_LEN + 48) as u16);
+        out.u16((HEADER_LEN + HEAD_LEN) as u16);
         out.u32(self.data.len() as u32);
         out.u64(self.offset);
         self.file_id.encode(out);
@@ -55,10 +68,6 @@ impl<'a> WriteRequest<'a> {
         out.u16(0);
         out.u16(0);
         out.u32(self.flags);
-        out.bytes(self.data);
-        if self.data.is_empty() {
-            out.u8(0);
-        }
     }
 }
 
@@ -106,6 +115,17 @@ mod tests {
         encode_response(&mut r, 7);
         assert_eq!(r.len(), HEADER_LEN + 16);
         assert_eq!(decode_response(&r).unwrap(), 7);
+    }
+
+    #[test]
+    fn head_then_data_is_the_whole_request() {
+        let req = WriteRequest { offset: 1 << 20, file_id: FileId { persistent: 3, volatile: 4 }, channel: 0, remaining_bytes: 0, flags: 0, data: b"some data" };
+        let (mut whole, mut parts) = (Vec::new(), Vec::new());
+        req.encode(&mut whole);
+        req.encode_head(&mut parts);
+        assert_eq!(parts.len(), HEAD_LEN);
+        parts.extend_from_slice(req.data);
+        assert_eq!(parts, whole);
     }
 
     #[test]
