@@ -258,6 +258,9 @@ async fn still_serves(s: &Running) {
     c.echo().await.unwrap();
 }
 
+/// Whether the server closes `conn` within `secs`. The bounds are far
+/// above the ~0.5 s these take alone: the whole suite shares two cores, and
+/// a 5 s bound once ran out there.
 async fn closed_within(conn: &quinn::Connection, secs: u64) -> bool {
     tokio::time::timeout(Duration::from_secs(secs), conn.closed()).await.is_ok()
 }
@@ -268,15 +271,15 @@ async fn broken_framing_closes_that_connection_only() {
     // Not a Direct TCP session message.
     let (_ep, conn, mut send, _recv) = raw_stream(&s).await;
     send.write_all(&[0x85, 0, 0, 0, 1, 2, 3]).await.unwrap();
-    assert!(closed_within(&conn, 5).await, "bad framing closes the connection");
+    assert!(closed_within(&conn, 20).await, "bad framing closes the connection");
     // A length prefix above the maximum.
     let (_ep, conn, mut send, _recv) = raw_stream(&s).await;
     send.write_all(&[0, 0xFF, 0xFF, 0xFF]).await.unwrap();
-    assert!(closed_within(&conn, 5).await, "oversized frame closes the connection");
+    assert!(closed_within(&conn, 20).await, "oversized frame closes the connection");
     // Garbage inside a well-framed message.
     let (_ep, conn, mut send, _recv) = raw_stream(&s).await;
     send.write_all(&[0, 0, 0, 8, b'G', b'A', b'R', b'B', b'A', b'G', b'E', b'!']).await.unwrap();
-    assert!(closed_within(&conn, 5).await, "a non-SMB message closes the connection");
+    assert!(closed_within(&conn, 20).await, "a non-SMB message closes the connection");
     still_serves(&s).await;
 }
 
