@@ -330,10 +330,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
             }
         }
         let secs = t.elapsed().as_secs_f64();
-        let st = conn.stats();
-        if std::env::var_os("SMBQ_BENCH_DEBUG").is_some() {
-            eprintln!("raw {dir}: mtu {} tx datagrams {} in {} ios, rx datagrams {} in {} ios, cwnd {}, lost {}", st.path.current_mtu, st.udp_tx.datagrams, st.udp_tx.ios, st.udp_rx.datagrams, st.udp_rx.ios, st.path.cwnd, st.path.lost_packets);
-        }
+        debug_stats(name, dir, &conn);
         conn.close(0u32.into(), b"");
         ep.wait_idle().await;
         return Ok(size as f64 / secs / 1e6);
@@ -373,10 +370,26 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
         }
     }
     let secs = t.elapsed().as_secs_f64();
+    if let Some((_, conn)) = &c.quic {
+        debug_stats(name, dir, conn);
+    }
     if name == "smbq-tcp-enc" && c.core.transforms_received == 0 {
         bail!("TCP run was not encrypted");
     }
     Ok(size as f64 / secs / 1e6)
+}
+
+/// With SMBQ_BENCH_DEBUG set, the client's view of a QUIC connection:
+/// datagram sizes, batching and loss.
+fn debug_stats(name: &str, dir: &str, conn: &quinn::Connection) {
+    if std::env::var_os("SMBQ_BENCH_DEBUG").is_none() {
+        return;
+    }
+    let st = conn.stats();
+    eprintln!(
+        "{name} {dir}: mtu {}, sent {} datagrams in {} sends, received {} in {} receives, cwnd {}, lost {} packets",
+        st.path.current_mtu, st.udp_tx.datagrams, st.udp_tx.ios, st.udp_rx.datagrams, st.udp_rx.ios, st.path.cwnd, st.path.lost_packets
+    );
 }
 
 /// A runtime whose threads are named `name`; with `cpu`, they all run on
