@@ -58,11 +58,13 @@ pub struct QuicTarget<'a> {
     pub client_cert: Option<(Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>)>,
     /// Stream receive window (the connection's is twice that).
     pub receive_window: u32,
+    /// Upper bound for path MTU discovery (UDP payload bytes).
+    pub max_udp_payload: u16,
 }
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20 }
+        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::MAX_DATAGRAM }
     }
 }
 
@@ -342,12 +344,12 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     transport.receive_window(quinn::VarInt::from_u32(t.receive_window.saturating_mul(2)));
     transport.send_window(u64::from(t.receive_window) * 2);
     let mut mtu = quinn::MtuDiscoveryConfig::default();
-    mtu.upper_bound(smbq_udp::MAX_DATAGRAM);
+    mtu.upper_bound(t.max_udp_payload);
     transport.mtu_discovery_config(Some(mtu));
     cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
     let mut ec = quinn::EndpointConfig::default();
-    let _ = ec.max_udp_payload_size(smbq_udp::MAX_DATAGRAM);
+    let _ = ec.max_udp_payload_size(t.max_udp_payload.max(1200));
     let socket = smbq_udp::socket(bind, smbq_udp::DEFAULT_BUFFER)?;
     let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_udp::Runtime))?;
     ep.set_default_client_config(cfg);
