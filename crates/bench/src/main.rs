@@ -1,7 +1,9 @@
 //! `smbq-bench transport`: sequential write and read of one file over
 //! smbq-QUIC (SMB encryption off, QUIC's TLS protects the data), over
 //! smbq-TCP with SMB 3.1.1 encryption (AES-128-GCM) required, and a raw
-//! quinn bulk transfer with the same QUIC settings (the ceiling). Server
+//! quinn bulk transfer with the same QUIC settings (the ceiling), and that
+//! raw transfer again with the server writing and reading the file through
+//! the calls smbq makes (`raw-quic-file`: a file server's ceiling). Server
 //! and client run in this process on loopback, each on its own runtime
 //! (pinned to CPU 0 and CPU 1 by default, as two hosts would be), and each
 //! figure comes with the CPU seconds per GiB that either side spent;
@@ -37,7 +39,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Which systems to run (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "raw-quic,smbq-quic,smbq-tcp-enc")]
+    #[arg(long, value_delimiter = ',', default_value = "raw-quic,raw-quic-file,smbq-quic,smbq-tcp-enc")]
     systems: Vec<String>,
     /// Where the share's temporary directory goes (e.g. /dev/shm, to keep
     /// disk writeback out of the figures); default: the system's temp dir.
@@ -82,7 +84,7 @@ fn main() -> anyhow::Result<()> {
     let data = bytes::Bytes::from(pattern(size));
     // Runs interleave (each rep runs every system once) so that a slow spell
     // of this shared machine weighs on all systems alike.
-    let cases: Vec<(&'static str, &'static str)> = [("raw-quic", "write"), ("raw-quic", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")]
+    let cases: Vec<(&'static str, &'static str)> = [("raw-quic", "write"), ("raw-quic", "read"), ("raw-quic-file", "write"), ("raw-quic-file", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")]
         .into_iter()
         .filter(|(name, _)| a.systems.iter().any(|s| s == name))
         .collect();
@@ -147,12 +149,12 @@ fn main() -> anyhow::Result<()> {
             if pinned { "server on CPU 0, client on CPU 1" } else { "threads not pinned" }
         );
         println!("{:<14}{:>12}{:>12}   CPU-s/GiB server/client: write, read", "system", "write MB/s", "read MB/s");
-        for n in ["raw-quic", "smbq-quic", "smbq-tcp-enc"].into_iter().filter(|n| a.systems.iter().any(|s| s == n)) {
+        for n in ["raw-quic", "raw-quic-file", "smbq-quic", "smbq-tcp-enc"].into_iter().filter(|n| a.systems.iter().any(|s| s == n)) {
             let cpu = |d| median(n, d).map(|m| format!("{:.2}/{:.2}", m.server_cpu, m.client_cpu)).unwrap_or_default();
             println!("{n:<14}{:>12.1}{:>12.1}   {}, {}", mbps(n, "write"), mbps(n, "read"), cpu("write"), cpu("read"));
         }
         for d in ["write", "read"] {
-            for base in ["raw-quic", "smbq-tcp-enc"] {
+            for base in ["raw-quic", "raw-quic-file", "smbq-tcp-enc"] {
                 if mbps("smbq-quic", d) > 0.0 && mbps(base, d) > 0.0 {
                     println!("{d}: smbq-quic / {base} = {:.2}", mbps("smbq-quic", d) / mbps(base, d));
                 }
@@ -232,7 +234,7 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     // Laid out beforehand, as fio does: the timed writes overwrite blocks in
     // place, so no run pays the file system for allocating them.
     let zeros = vec![0u8; 1 << 20];
-    for name in ["smbq-quic", "smbq-tcp-enc"] {
+    for name in ["raw-quic-file", "smbq-quic", "smbq-tcp-enc"] {
         use std::io::Write;
         let mut f = std::fs::File::create(dir.path().join("share").join(format!("{name}.bin")))?;
         for at in (0..size).step_by(zeros.len()) {
@@ -256,14 +258,20 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     // The ceiling: the same QUIC settings, no SMB.
     let raw_ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(&id, &ClientAccess::default())?, &opts)?;
     let raw = raw_ep.local_addr()?;
-    tokio::spawn(raw_server(raw_ep));
+    let fs = Arc::new(smbq_vfs::PosixFs::new(&dir.path().join("share"), false).map_err(|e| anyhow::anyhow!("{e:?}"))?);
+    tokio::spawn(raw_server(raw_ep, fs));
     Ok(Env { quic: quic_addr, tcp, raw, cert, max_udp_payload, _dir: dir })
 }
 
 /// Raw bulk server: per stream, a 9-byte request: b'W' + length (sink that
 /// many bytes, answer one byte) or b'R' + length (send that many bytes).
-async fn raw_server(ep: quinn::Endpoint) {
+/// b'w' and b'r' do the same with the share's `raw-quic-file.bin`, through
+/// the calls smbq's WRITE and READ make (`Handle::write_at` for each chunk
+/// as it arrives, `Handle::read_append` for each 1 MiB block): the ceiling
+/// for a file server, with no SMB.
+async fn raw_server(ep: quinn::Endpoint, fs: Arc<smbq_vfs::PosixFs>) {
     while let Some(inc) = ep.accept().await {
+        let fs = fs.clone();
         tokio::spawn(async move {
             let Ok(conn) = inc.await else { return };
             let Ok((mut send, mut recv)) = conn.accept_bi().await else { return };
@@ -274,9 +282,23 @@ async fn raw_server(ep: quinn::Endpoint) {
             let mut len_bytes = [0u8; 8];
             len_bytes.copy_from_slice(&req[1..]);
             let len = u64::from_le_bytes(len_bytes) as usize;
-            if req[0] == b'W' {
+            let file = if req[0].is_ascii_lowercase() {
+                let opts = smbq_vfs::OpenOptions { disposition: smbq_vfs::Disposition::Open, kind: smbq_vfs::Kind::NonDirectory, read: true, write: true };
+                match fs.open("raw-quic-file.bin", &opts) {
+                    Ok((h, _)) => Some(h),
+                    Err(_) => return,
+                }
+            } else {
+                None
+            };
+            if req[0].eq_ignore_ascii_case(&b'W') {
                 let mut got = 0;
                 while let Ok(Some(c)) = recv.read_chunk(1 << 20, true).await {
+                    if let Some(h) = &file {
+                        if h.write_at(&c.bytes, got as u64).is_err() {
+                            return;
+                        }
+                    }
                     got += c.bytes.len();
                     if got >= len {
                         break;
@@ -288,7 +310,17 @@ async fn raw_server(ep: quinn::Endpoint) {
                 let mut sent = 0;
                 while sent < len {
                     let n = (len - sent).min(block.len());
-                    if send.write_chunk(block.slice(..n)).await.is_err() {
+                    let chunk = match &file {
+                        Some(h) => {
+                            let mut v = Vec::new();
+                            if h.read_append(&mut v, n, sent as u64).is_err() {
+                                return;
+                            }
+                            bytes::Bytes::from(v)
+                        }
+                        None => block.slice(..n),
+                    };
+                    if send.write_chunk(chunk).await.is_err() {
                         return;
                     }
                     sent += n;
@@ -309,11 +341,14 @@ fn target(env: &Env, addr: SocketAddr) -> QuicTarget<'static> {
 async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) -> anyhow::Result<f64> {
     let size = data.len();
     let block = a.block_kib << 10;
-    if name == "raw-quic" {
+    if name.starts_with("raw-quic") {
         let ep = smbq_client::quic_endpoint(&target(env, env.raw))?;
         let conn = ep.connect(env.raw, "localhost")?.await?;
         let (mut send, mut recv) = conn.open_bi().await?;
         let mut req = vec![if dir == "write" { b'W' } else { b'R' }];
+        if name == "raw-quic-file" {
+            req[0] = req[0].to_ascii_lowercase();
+        }
         req.extend_from_slice(&(size as u64).to_le_bytes());
         let t = Instant::now();
         send.write_all(&req).await?;
