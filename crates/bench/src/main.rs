@@ -3,7 +3,8 @@
 //! smbq-TCP with SMB 3.1.1 encryption (AES-128-GCM) required, and a raw
 //! quinn bulk transfer with the same QUIC settings (the ceiling), and that
 //! raw transfer again with the server writing and reading the file through
-//! the calls smbq makes (`raw-quic-file`: a file server's ceiling). Server
+//! the calls smbq makes (`raw-quic-file`: a file server's ceiling), and a
+//! raw transfer over a second QUIC stack, s2n-quic (`raw-s2n-quic`). Server
 //! and client run in this process on loopback, each on its own runtime
 //! (pinned to CPU 0 and CPU 1 by default, as two hosts would be), and each
 //! figure comes with the CPU seconds per GiB that either side spent;
@@ -39,7 +40,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Which systems to run (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "raw-quic,raw-quic-file,smbq-quic,smbq-tcp-enc")]
+    #[arg(long, value_delimiter = ',', default_value = "raw-quic,raw-quic-file,raw-s2n-quic,smbq-quic,smbq-tcp-enc")]
     systems: Vec<String>,
     /// Where the share's temporary directory goes (e.g. /dev/shm, to keep
     /// disk writeback out of the figures); default: the system's temp dir.
@@ -61,6 +62,9 @@ struct Env {
     quic: SocketAddr,
     tcp: SocketAddr,
     raw: SocketAddr,
+    s2n: SocketAddr,
+    /// The server certificate, PEM (for s2n-quic's client).
+    cert_pem: String,
     cert: rustls::pki_types::CertificateDer<'static>,
     max_udp_payload: u16,
     _dir: tempfile::TempDir,
@@ -84,7 +88,7 @@ fn main() -> anyhow::Result<()> {
     let data = bytes::Bytes::from(pattern(size));
     // Runs interleave (each rep runs every system once) so that a slow spell
     // of this shared machine weighs on all systems alike.
-    let cases: Vec<(&'static str, &'static str)> = [("raw-quic", "write"), ("raw-quic", "read"), ("raw-quic-file", "write"), ("raw-quic-file", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")]
+    let cases: Vec<(&'static str, &'static str)> = [("raw-quic", "write"), ("raw-quic", "read"), ("raw-quic-file", "write"), ("raw-quic-file", "read"), ("raw-s2n-quic", "write"), ("raw-s2n-quic", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")]
         .into_iter()
         .filter(|(name, _)| a.systems.iter().any(|s| s == name))
         .collect();
@@ -149,7 +153,7 @@ fn main() -> anyhow::Result<()> {
             if pinned { "server on CPU 0, client on CPU 1" } else { "threads not pinned" }
         );
         println!("{:<14}{:>12}{:>12}   CPU-s/GiB server/client: write, read", "system", "write MB/s", "read MB/s");
-        for n in ["raw-quic", "raw-quic-file", "smbq-quic", "smbq-tcp-enc"].into_iter().filter(|n| a.systems.iter().any(|s| s == n)) {
+        for n in ["raw-quic", "raw-quic-file", "raw-s2n-quic", "smbq-quic", "smbq-tcp-enc"].into_iter().filter(|n| a.systems.iter().any(|s| s == n)) {
             let cpu = |d| median(n, d).map(|m| format!("{:.2}/{:.2}", m.server_cpu, m.client_cpu)).unwrap_or_default();
             println!("{n:<14}{:>12.1}{:>12.1}   {}, {}", mbps(n, "write"), mbps(n, "read"), cpu("write"), cpu("read"));
         }
@@ -260,7 +264,10 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let raw = raw_ep.local_addr()?;
     let fs = Arc::new(smbq_vfs::PosixFs::new(&dir.path().join("share"), false).map_err(|e| anyhow::anyhow!("{e:?}"))?);
     tokio::spawn(raw_server(raw_ep, fs));
-    Ok(Env { quic: quic_addr, tcp, raw, cert, max_udp_payload, _dir: dir })
+    let (cert_path, key_path) = tls::default_paths(dir.path());
+    let (cert_pem, key_pem) = (std::fs::read_to_string(cert_path)?, std::fs::read_to_string(key_path)?);
+    let s2n = s2n_raw_server(&cert_pem, &key_pem, max_udp_payload)?;
+    Ok(Env { quic: quic_addr, tcp, raw, s2n, cert_pem, cert, max_udp_payload, _dir: dir })
 }
 
 /// Raw bulk server: per stream, a 9-byte request: b'W' + length (sink that
@@ -332,6 +339,128 @@ async fn raw_server(ep: quinn::Endpoint, fs: Arc<smbq_vfs::PosixFs>) {
     }
 }
 
+/// s2n-quic's path MTU bound (IP MTU): with 48,000 or more its send path
+/// crashed here (segfault, or glibc's "double free"); 16,000 ran clean.
+const S2N_MAX_MTU: u16 = 16_000;
+
+/// s2n-quic with the same windows and UDP buffers as our quinn endpoints,
+/// TLS 1.3 through rustls, ALPN "smb".
+fn s2n_limits() -> anyhow::Result<s2n_quic::provider::limits::Limits> {
+    let opts = QuicOptions::default();
+    Ok(s2n_quic::provider::limits::Limits::new()
+        .with_data_window(opts.connection_window)?
+        .with_bidirectional_local_data_window(opts.stream_window)?
+        .with_bidirectional_remote_data_window(opts.stream_window)?
+        .with_max_send_buffer_size(16 << 20)?)
+}
+
+fn s2n_io(max_udp_payload: u16) -> anyhow::Result<s2n_quic::provider::io::tokio::Provider> {
+    Ok(s2n_quic::provider::io::tokio::Builder::default()
+        .with_receive_address("127.0.0.1:0".parse()?)?
+        .with_max_mtu(max_udp_payload.saturating_add(28).min(S2N_MAX_MTU))?
+        .with_recv_buffer_size(smbq_udp::DEFAULT_BUFFER)?
+        .with_send_buffer_size(smbq_udp::DEFAULT_BUFFER)?
+        .build()?)
+}
+
+/// A second QUIC stack for the ceiling (ARCHITECTURE.md keeps the transport
+/// open to s2n-quic): the raw server's protocol, without the file variants.
+fn s2n_raw_server(cert_pem: &str, key_pem: &str, max_udp_payload: u16) -> anyhow::Result<SocketAddr> {
+    use bytes::Bytes;
+    let tls = s2n_quic::provider::tls::rustls::Server::builder()
+        .with_certificate(cert_pem, key_pem)
+        .and_then(|b| b.with_application_protocols(["smb"].iter()))
+        .and_then(|b| b.build())
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let mut server = s2n_quic::Server::builder().with_tls(tls)?.with_io(s2n_io(max_udp_payload)?)?.with_limits(s2n_limits()?)?.start()?;
+    let addr = server.local_addr()?;
+    tokio::spawn(async move {
+        while let Some(mut conn) = server.accept().await {
+            tokio::spawn(async move {
+                let Ok(Some(stream)) = conn.accept_bidirectional_stream().await else { return };
+                let (mut rx, mut tx) = stream.split();
+                let mut req = Vec::new();
+                while req.len() < 9 {
+                    match rx.receive().await {
+                        Ok(Some(c)) => req.extend_from_slice(&c),
+                        _ => return,
+                    }
+                }
+                let mut len_bytes = [0u8; 8];
+                len_bytes.copy_from_slice(&req[1..9]);
+                let len = u64::from_le_bytes(len_bytes) as usize;
+                if req[0] == b'W' {
+                    let mut got = req.len() - 9;
+                    let mut chunks: [Bytes; 64] = std::array::from_fn(|_| Bytes::new());
+                    while got < len {
+                        let Ok((n, open)) = rx.receive_vectored(&mut chunks).await else { return };
+                        got += chunks[..n].iter_mut().map(|c| std::mem::take(c).len()).sum::<usize>();
+                        if !open {
+                            break;
+                        }
+                    }
+                    let _ = tx.send(Bytes::from_static(&[1])).await;
+                } else {
+                    let block = Bytes::from(vec![7u8; 1 << 20]);
+                    let mut sent = 0;
+                    while sent < len {
+                        let n = (len - sent).min(block.len());
+                        if tx.send(block.slice(..n)).await.is_err() {
+                            return;
+                        }
+                        sent += n;
+                    }
+                }
+                let _ = tx.finish();
+                let _ = rx.receive().await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+async fn s2n_raw_client(env: &Env, dir: &str, data: &bytes::Bytes, block: usize) -> anyhow::Result<f64> {
+    use bytes::Bytes;
+    let size = data.len();
+    let tls = s2n_quic::provider::tls::rustls::Client::builder()
+        .with_certificate(env.cert_pem.as_str())
+        .map_err(|e| anyhow::anyhow!(e))?
+        .with_application_protocols(["smb"].iter())?
+        .build()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let client = s2n_quic::Client::builder().with_tls(tls)?.with_io(s2n_io(env.max_udp_payload)?)?.with_limits(s2n_limits()?)?.start()?;
+    let mut conn = client.connect(s2n_quic::client::Connect::new(env.s2n).with_server_name("localhost")).await?;
+    let (mut rx, mut tx) = conn.open_bidirectional_stream().await?.split();
+    let mut req = vec![if dir == "write" { b'W' } else { b'R' }];
+    req.extend_from_slice(&(size as u64).to_le_bytes());
+    let t = Instant::now();
+    tx.send(Bytes::from(req)).await?;
+    if dir == "write" {
+        let mut off = 0;
+        while off < size {
+            let n = (size - off).min(block);
+            tx.send(data.slice(off..off + n)).await?;
+            off += n;
+        }
+        if rx.receive().await?.is_none() {
+            bail!("s2n raw write got no answer");
+        }
+    } else {
+        let mut got = 0;
+        let mut chunks: [Bytes; 64] = std::array::from_fn(|_| Bytes::new());
+        while got < size {
+            let (n, open) = rx.receive_vectored(&mut chunks).await?;
+            got += chunks[..n].iter_mut().map(|c| std::mem::take(c).len()).sum::<usize>();
+            if !open && got < size {
+                bail!("s2n raw read ended at {got}");
+            }
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    conn.close(0u32.into());
+    Ok(size as f64 / secs / 1e6)
+}
+
 fn target(env: &Env, addr: SocketAddr) -> QuicTarget<'static> {
     let mut roots = rustls::RootCertStore::empty();
     let _ = roots.add(env.cert.clone());
@@ -341,6 +470,9 @@ fn target(env: &Env, addr: SocketAddr) -> QuicTarget<'static> {
 async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) -> anyhow::Result<f64> {
     let size = data.len();
     let block = a.block_kib << 10;
+    if name == "raw-s2n-quic" {
+        return s2n_raw_client(env, dir, data, block).await;
+    }
     if name.starts_with("raw-quic") {
         let ep = smbq_client::quic_endpoint(&target(env, env.raw))?;
         let conn = ep.connect(env.raw, "localhost")?.await?;
