@@ -273,9 +273,9 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
 /// Raw bulk server: per stream, a 9-byte request: b'W' + length (sink that
 /// many bytes, answer one byte) or b'R' + length (send that many bytes).
 /// b'w' and b'r' do the same with the share's `raw-quic-file.bin`, through
-/// the calls smbq's WRITE and READ make (`Handle::write_at` for each chunk
-/// as it arrives, `Handle::read_append` for each 1 MiB block): the ceiling
-/// for a file server, with no SMB.
+/// the calls smbq's WRITE and READ make (`Handle::write_at` and
+/// `Handle::read_append`, 1 MiB each): the ceiling for a file server, with
+/// no SMB.
 async fn raw_server(ep: quinn::Endpoint, fs: Arc<smbq_vfs::PosixFs>) {
     while let Some(inc) = ep.accept().await {
         let fs = fs.clone();
@@ -300,13 +300,20 @@ async fn raw_server(ep: quinn::Endpoint, fs: Arc<smbq_vfs::PosixFs>) {
             };
             if req[0].eq_ignore_ascii_case(&b'W') {
                 let mut got = 0;
+                // With a file, chunks gather into 1 MiB blocks, each written
+                // with one call, as smbq's reader and WRITE do.
+                let mut block = Vec::with_capacity(1 << 20);
                 while let Ok(Some(c)) = recv.read_chunk(1 << 20, true).await {
+                    got += c.bytes.len();
                     if let Some(h) = &file {
-                        if h.write_at(&c.bytes, got as u64).is_err() {
-                            return;
+                        block.extend_from_slice(&c.bytes);
+                        if block.len() >= 1 << 20 || got >= len {
+                            if h.write_at(&block, (got - block.len()) as u64).is_err() {
+                                return;
+                            }
+                            block.clear();
                         }
                     }
-                    got += c.bytes.len();
                     if got >= len {
                         break;
                     }
