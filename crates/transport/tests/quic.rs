@@ -16,6 +16,8 @@ use tokio::sync::oneshot;
 struct Running {
     addr: SocketAddr,
     tcp: SocketAddr,
+    /// The server's QUIC endpoint (to count its connections).
+    ep: quinn::Endpoint,
     cert: rustls::pki_types::CertificateDer<'static>,
     stop: Option<oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
@@ -51,6 +53,7 @@ async fn start_with(share_encrypt: EncryptPolicy, access: ClientAccess, opts: Qu
     let tcp = listener.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();
     let (tcp_stop, tcp_rx) = oneshot::channel::<()>();
+    let server_ep = ep.clone();
     tokio::spawn(quic::serve(ep, server.clone(), opts, async move {
         let _ = rx.await;
         let _ = tcp_stop.send(());
@@ -58,7 +61,7 @@ async fn start_with(share_encrypt: EncryptPolicy, access: ClientAccess, opts: Qu
     tokio::spawn(smbq_transport::tcp::serve(listener, server, async move {
         let _ = tcp_rx.await;
     }));
-    Running { addr, tcp, cert, stop: Some(stop), _dir: dir }
+    Running { addr, tcp, ep: server_ep, cert, stop: Some(stop), _dir: dir }
 }
 
 fn roots(cert: &rustls::pki_types::CertificateDer<'static>) -> rustls::RootCertStore {
@@ -307,6 +310,37 @@ async fn silent_clients_are_dropped() {
     let conn = ep.connect(s.addr, "localhost").unwrap().await.unwrap();
     assert!(closed_within(&conn, 5).await, "no stream in time: closed");
     still_serves(&s).await;
+}
+
+/// A client that sends its first handshake flight and then goes quiet (a
+/// real client Initial, caught on a socket of ours and replayed from one
+/// that never answers): the server drops the half-open connection after
+/// its handshake timeout and keeps serving others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_that_stops_halfway_is_dropped() {
+    let opts = QuicOptions { handshake_timeout: Duration::from_secs(1), ..QuicOptions::default() };
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), opts).await;
+    let trap = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let trap_addr = trap.local_addr().unwrap();
+    let client = smbq_client::quic_endpoint(&QuicTarget::new(trap_addr, "localhost", roots(&s.cert))).unwrap();
+    let never = tokio::spawn(client.connect(trap_addr, "localhost").unwrap());
+    let mut buf = vec![0u8; 65536];
+    let n = tokio::time::timeout(Duration::from_secs(5), trap.recv(&mut buf)).await.expect("the client's Initial").unwrap();
+    let ghost = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    ghost.send_to(&buf[..n], s.addr).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), ghost.recv(&mut buf)).await.expect("the server answers the Initial").unwrap();
+    assert_eq!(s.ep.open_connections(), 1, "the handshake is under way");
+    let mut open = s.ep.open_connections();
+    for _ in 0..200 {
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        open = s.ep.open_connections();
+    }
+    assert_eq!(open, 0, "the half-open connection is gone");
+    still_serves(&s).await;
+    never.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
