@@ -88,10 +88,8 @@ fn main() -> anyhow::Result<()> {
     let data = bytes::Bytes::from(pattern(size));
     // Runs interleave (each rep runs every system once) so that a slow spell
     // of this shared machine weighs on all systems alike.
-    let cases: Vec<(&'static str, &'static str)> = [("raw-quic", "write"), ("raw-quic", "read"), ("raw-quic-file", "write"), ("raw-quic-file", "read"), ("raw-s2n-quic", "write"), ("raw-s2n-quic", "read"), ("smbq-quic", "write"), ("smbq-quic", "read"), ("smbq-tcp-enc", "write"), ("smbq-tcp-enc", "read")]
-        .into_iter()
-        .filter(|(name, _)| a.systems.iter().any(|s| s == name))
-        .collect();
+    let systems: Vec<&'static str> = SYSTEMS.into_iter().filter(|n| a.systems.iter().any(|s| s == n)).collect();
+    let cases: Vec<(&'static str, &'static str)> = systems.iter().flat_map(|&n| [(n, "write"), (n, "read")]).collect();
     let mut runs: Vec<Vec<Measure>> = vec![Vec::new(); cases.len()];
     let gib = size as f64 / f64::from(1u32 << 30);
     for rep in 0..reps {
@@ -153,7 +151,7 @@ fn main() -> anyhow::Result<()> {
             if pinned { "server on CPU 0, client on CPU 1" } else { "threads not pinned" }
         );
         println!("{:<14}{:>12}{:>12}   CPU-s/GiB server/client: write, read", "system", "write MB/s", "read MB/s");
-        for n in ["raw-quic", "raw-quic-file", "raw-s2n-quic", "smbq-quic", "smbq-tcp-enc"].into_iter().filter(|n| a.systems.iter().any(|s| s == n)) {
+        for &n in &systems {
             let cpu = |d| median(n, d).map(|m| format!("{:.2}/{:.2}", m.server_cpu, m.client_cpu)).unwrap_or_default();
             println!("{n:<14}{:>12.1}{:>12.1}   {}, {}", mbps(n, "write"), mbps(n, "read"), cpu("write"), cpu("read"));
         }
@@ -173,6 +171,9 @@ fn main() -> anyhow::Result<()> {
     let _ = std::io::stdout().flush();
     std::process::exit(0)
 }
+
+/// The systems the bench knows, in the order it runs and prints them.
+const SYSTEMS: [&str; 5] = ["raw-quic", "raw-quic-file", "raw-s2n-quic", "smbq-quic", "smbq-tcp-enc"];
 
 /// Thread name prefix of the server's runtime (its workers and the engine
 /// threads it spawns); CPU time of all other threads counts as the client's.
