@@ -327,7 +327,7 @@ fn write_body_len(data: &[u8]) -> usize {
 
 /// A client QUIC endpoint for `t`: TLS 1.3, ALPN "smb", its windows.
 pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(smbq_crypto::tls_provider());
     let b = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| ClientError::Quic(e.to_string()))?

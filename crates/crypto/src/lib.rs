@@ -14,18 +14,27 @@
 //! allocate nothing, except [`Signer::verify`] with AES-GMAC on a message
 //! whose signature field is not zero (one copy of the message, see there).
 //!
-//! Primitives: AES-GCM/GMAC, SHA-512 and HMAC-SHA256 come from `aws-lc-rs`;
-//! AES-CCM (`ccm` + `aes`) and AES-CMAC (`cmac`) from RustCrypto.
+//! * [`tls_provider`]: the rustls provider for SMB over QUIC.
+//!
+//! Primitives: AES-GCM comes from `ring`, AES-GMAC, SHA-512 and HMAC-SHA256
+//! from `aws-lc-rs`, AES-CCM (`ccm` + `aes`) and AES-CMAC (`cmac`) from
+//! RustCrypto. The split is measured (1 MiB messages, one core of an AMD
+//! EPYC with VAES and AVX2 but no AVX-512): ring's AES-128-GCM encrypts at
+//! 7.9 GB/s against aws-lc's 4.2 (aws-lc 1.19 has VAES code only for
+//! AVX-512), while its GHASH over additional data alone, which is what GMAC
+//! is, runs at 1.2 GB/s against aws-lc's 7.7.
 
 mod kdf;
 mod preauth;
 mod seal;
 mod sign;
+mod tls;
 
 pub use kdf::{derive_keys, kdf, SessionKeys};
 pub use preauth::PreauthHash;
 pub use seal::{transform_session_id, Cipher, Sealer, TRANSFORM_HEADER_LEN};
 pub use sign::{Signer, SigningAlgorithm};
+pub use tls::tls_provider;
 
 /// Why an encrypted message (MS-SMB2 2.2.41) was rejected by [`Sealer::open`].
 ///

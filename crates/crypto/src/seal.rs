@@ -4,7 +4,7 @@
 use std::fmt;
 
 use aes::{Aes128, Aes256};
-use aws_lc_rs::aead;
+use ring::aead;
 use ccm::aead::generic_array::GenericArray;
 use ccm::aead::AeadInPlace;
 use ccm::consts::{U11, U16};
@@ -242,7 +242,7 @@ impl Sealer {
         let nonce = &aad[..16];
         let ok = match &self.kind {
             Kind::Gcm(key) => gcm_nonce(nonce).is_some_and(|n| {
-                key.open_in_place_separate_tag(n, aead::Aad::from(&aad), &tag, payload)
+                key.open_in_place_separate_tag(n, aead::Aad::from(&aad), aead::Tag::from(tag), payload, 0..)
                     .is_ok()
             }),
             Kind::Ccm128(c) => ccm_open(c.as_ref(), nonce, &aad, &tag, payload),

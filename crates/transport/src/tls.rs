@@ -191,7 +191,7 @@ pub struct ClientAccess {
 
 /// TLS 1.3 server configuration with ALPN "smb".
 pub fn server_config(id: &Identity, access: &ClientAccess) -> Result<rustls::ServerConfig, TlsError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(smbq_crypto::tls_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?;
     let builder = if access.require_cert {

@@ -1,0 +1,33 @@
+//! The rustls provider for SMB over QUIC (MS-SMB2 2.1: QUIC with TLS 1.3).
+//!
+//! Key exchange, signatures and randomness come from aws-lc-rs (its default
+//! includes the post-quantum X25519MLKEM768 group); the TLS 1.3 cipher
+//! suites, and so QUIC's packet protection (RFC 9001 5.3), come from ring,
+//! whose AES-GCM is the one SMB encryption uses too ([`crate::Sealer`]).
+
+use rustls::crypto::{aws_lc_rs, ring, CryptoProvider};
+
+/// TLS 1.3 suites from ring, everything else from aws-lc-rs.
+pub fn tls_provider() -> CryptoProvider {
+    CryptoProvider {
+        cipher_suites: vec![
+            ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+            ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
+            ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+        ],
+        ..aws_lc_rs::default_provider()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suites_are_tls13_only_and_groups_keep_post_quantum() {
+        let p = tls_provider();
+        assert!(p.cipher_suites.iter().all(|s| s.version() == &rustls::version::TLS13));
+        assert!(p.kx_groups.iter().any(|g| g.name() == rustls::NamedGroup::X25519MLKEM768));
+        assert!(p.cipher_suites.iter().all(|s| s.tls13().and_then(|t| t.quic_suite()).is_some()));
+    }
+}
