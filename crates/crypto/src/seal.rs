@@ -100,7 +100,7 @@ pub struct Sealer {
 }
 
 enum Kind {
-    Gcm(aead::LessSafeKey),
+    Gcm(Box<aead::LessSafeKey>),
     Ccm128(Box<Ccm<Aes128, U16, U11>>),
     Ccm256(Box<Ccm<Aes256, U16, U11>>),
 }
@@ -129,8 +129,8 @@ impl Sealer {
     /// A sealer for `cipher` with `key` ([`Cipher::key_len`] bytes).
     pub fn new(cipher: Cipher, key: &[u8]) -> Sealer {
         let kind = match cipher {
-            Cipher::Aes128Gcm => Kind::Gcm(gcm_key(&aead::AES_128_GCM, &fixed_key::<16>(key))),
-            Cipher::Aes256Gcm => Kind::Gcm(gcm_key(&aead::AES_256_GCM, &fixed_key::<32>(key))),
+            Cipher::Aes128Gcm => Kind::Gcm(Box::new(gcm_key(&aead::AES_128_GCM, &fixed_key::<16>(key)))),
+            Cipher::Aes256Gcm => Kind::Gcm(Box::new(gcm_key(&aead::AES_256_GCM, &fixed_key::<32>(key)))),
             Cipher::Aes128Ccm => {
                 Kind::Ccm128(Box::new(ccm::KeyInit::new(&fixed_key::<16>(key).into())))
             }

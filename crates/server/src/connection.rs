@@ -8,6 +8,7 @@ use crate::dispatch::{self, AsyncWork};
 use crate::open::Open;
 use crate::server::Server;
 use crate::session::Session;
+use bytes::Bytes;
 use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
 use smbq_wire::{framing, transform, Dialect};
 use std::collections::{HashMap, VecDeque};
@@ -149,11 +150,29 @@ impl Connection {
     /// One message as framed by the transport (no length prefix). Mutable so
     /// an encrypted message can be decrypted in place.
     pub fn handle_message(&mut self, now: Instant, msg: &mut [u8]) -> Result<(), Fatal> {
+        self.handle_frame(now, msg, &[])
+    }
+
+    /// A message that arrives as `head` followed by `tail`, the chunks a
+    /// transport received it in (SMB over QUIC hands on large messages
+    /// so, see smbq-transport). A lone WRITE that is neither signed nor
+    /// encrypted is served from them as they are: its data goes to the
+    /// file with one pwritev, without being gathered first. Any other
+    /// message is joined into one buffer and handled as
+    /// [`Connection::handle_message`] does.
+    pub fn handle_frame(&mut self, now: Instant, head: &mut [u8], tail: &[Bytes]) -> Result<(), Fatal> {
         if self.closed {
             return Err(Fatal::Closed);
         }
         self.last_activity = now;
-        let r = self.handle_inner(now, msg);
+        let r = if tail.is_empty() || plain_write(head) {
+            self.handle_inner(now, head, tail)
+        } else {
+            let mut whole = Vec::with_capacity(head.len() + tail.iter().map(Bytes::len).sum::<usize>());
+            whole.extend_from_slice(head);
+            tail.iter().for_each(|t| whole.extend_from_slice(t));
+            self.handle_inner(now, &mut whole, &[])
+        };
         if r.is_ok() && !self.pending.is_empty() {
             // A request may have released a lock or closed a watched handle.
             dispatch::retry_pending(self, now);
@@ -164,7 +183,7 @@ impl Connection {
         r
     }
 
-    fn handle_inner(&mut self, now: Instant, msg: &mut [u8]) -> Result<(), Fatal> {
+    fn handle_inner(&mut self, now: Instant, msg: &mut [u8], tail: &[Bytes]) -> Result<(), Fatal> {
         if msg.get(..4) == Some(&smbq_wire::header::SMB1_PROTOCOL_ID[..]) {
             let reply = crate::cmd::negotiate::smb1(&mut self.st, &mut self.credits, msg)?;
             self.queue(reply);
@@ -175,9 +194,9 @@ impl Connection {
             let session = self.st.sessions.get(&sid).ok_or(Fatal::PeerMisbehaved("transform for unknown session"))?;
             let dec = session.decryptor.as_ref().ok_or(Fatal::PeerMisbehaved("transform without encryption keys"))?;
             let plain = dec.open(msg).map_err(|_| Fatal::PeerMisbehaved("decryption failed"))?;
-            return dispatch::process(self, now, plain, Some(sid));
+            return dispatch::process(self, now, plain, Some(sid), &[]);
         }
-        dispatch::process(self, now, msg, None)
+        dispatch::process(self, now, msg, None, tail)
     }
 
     /// Queue a framed response. `buf` starts with 4 bytes reserved for the prefix.
@@ -264,4 +283,13 @@ impl Drop for Connection {
         self.st.server.sessions.fetch_sub(valid, Ordering::Relaxed);
         self.st.server.connections.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// An SMB2 WRITE alone in its message (no compound), not signed: one
+/// whose data [`Connection::handle_frame`] can take from the chunks. The
+/// signature of a signed one covers the whole message, so it is gathered.
+fn plain_write(msg: &[u8]) -> bool {
+    smbq_wire::Header::decode(msg).is_ok_and(|h| {
+        h.command() == smbq_wire::Command::WRITE && h.next_command == 0 && h.flags & smbq_wire::header::flags::SIGNED == 0
+    })
 }

@@ -4,6 +4,7 @@
 //! (sending any message).
 
 use crate::cmd;
+use bytes::Bytes;
 use crate::connection::{ConnState, Connection, Fatal, Pending};
 use crate::open::Open;
 use crate::session::{Session, SessionState};
@@ -18,6 +19,10 @@ use std::time::Instant;
 pub struct Req<'a> {
     pub hdr: &'a Header,
     pub msg: &'a [u8],
+    /// The rest of a WRITE whose payload the transport handed on in the
+    /// chunks it arrived in ([`crate::Connection::handle_frame`]); empty
+    /// for any other request.
+    pub tail: &'a [Bytes],
 }
 
 impl<'a> Req<'a> {
@@ -184,7 +189,7 @@ struct Chain {
 
 /// Process one plaintext message (possibly a compound). `enc` is the
 /// session whose key decrypted it.
-pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<u64>) -> Result<(), Fatal> {
+pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<u64>, tail: &[Bytes]) -> Result<(), Fatal> {
     let prefix = 4 + if enc.is_some() { TRANSFORM_HEADER_LEN } else { 0 };
     let mut out = Vec::with_capacity(prefix + 1024);
     out.resize(prefix, 0);
@@ -214,7 +219,7 @@ pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<
             }
         }
         let start = out.len();
-        let sign = element(c, now, &hdr, elem, &mut out, &mut chain, enc)?;
+        let sign = element(c, now, &Req { hdr: &hdr, msg: elem, tail }, &mut out, &mut chain, enc)?;
         if out.len() > start {
             starts.push((start, sign));
         }
@@ -266,12 +271,12 @@ fn finish(c: &mut Connection, mut out: Vec<u8>, starts: &[(usize, Option<u64>)],
 fn element(
     c: &mut Connection,
     now: Instant,
-    hdr: &Header,
-    elem: &[u8],
+    req: &Req<'_>,
     out: &mut Vec<u8>,
     chain: &mut Chain,
     enc: Option<u64>,
 ) -> Result<Option<u64>, Fatal> {
+    let hdr = req.hdr;
     let command = hdr.command();
     if hdr.flags & flags::SERVER_TO_REDIR != 0 {
         return Err(Fatal::PeerMisbehaved("response sent to the server"));
@@ -319,7 +324,7 @@ fn element(
     let result = match (related, chain.create_failed) {
         (true, _) if !chain.valid => Err(NtStatus::INVALID_PARAMETER),
         (true, Some(st)) => Err(st),
-        _ => check(&mut ctx, elem).and_then(|spec| (spec.handler)(&mut ctx, &Req { hdr, msg: elem })),
+        _ => check(&mut ctx, req.msg).and_then(|spec| (spec.handler)(&mut ctx, req)),
     };
     let lookup_failed = matches!(result, Err(NtStatus::USER_SESSION_DELETED | NtStatus::NETWORK_NAME_DELETED))
         || (related && !chain.valid);
@@ -416,7 +421,7 @@ fn element(
     if c.st.neg.as_ref().is_some_and(|n| n.dialect == Dialect::SMB311) {
         let resp = out.get(header_start..).unwrap_or(&[]);
         if command == Command::NEGOTIATE {
-            c.st.preauth.update(elem);
+            c.st.preauth.update(req.msg);
             c.st.preauth.update(resp);
         } else if command == Command::SESSION_SETUP && status == NtStatus::MORE_PROCESSING_REQUIRED {
             if let Some(s) = c.st.sessions.get_mut(&session_id) {

@@ -2,6 +2,7 @@
 //! on a share backed by a temporary directory) drives CREATE, CLOSE, READ,
 //! WRITE, FLUSH, QUERY_INFO, QUERY_DIRECTORY and SET_INFO.
 
+use bytes::Bytes;
 use smbq_auth::{ClientAuth, UserDb};
 use smbq_server::{Connection, Server, ServerConfig, ShareConfig, TransportInfo, TransportKind};
 use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
@@ -57,8 +58,17 @@ impl Client {
 
     /// Send one request element; return the response element.
     fn call(&mut self, command: Command, body: &[u8]) -> (NtStatus, Vec<u8>) {
+        self.call_chunked(command, body, usize::MAX, 1)
+    }
+
+    /// [`Client::call`] with the message handed over as a transport that
+    /// keeps what it received in chunks does: its first `head` bytes, then
+    /// the rest in pieces of `chunk` bytes. The credit charge covers the
+    /// body (MS-SMB2 3.3.5.2.5).
+    fn call_chunked(&mut self, command: Command, body: &[u8], head: usize, chunk: usize) -> (NtStatus, Vec<u8>) {
+        let charge = body.len().div_ceil(65536).max(1) as u16;
         let h = Header {
-            credit_charge: 1,
+            credit_charge: charge,
             command: command.0,
             credits: 64,
             message_id: self.next_id,
@@ -66,11 +76,13 @@ impl Client {
             tree_id: self.tree_id,
             ..Default::default()
         };
-        self.next_id += 1;
+        self.next_id += u64::from(charge);
         let mut m = Vec::new();
         h.encode(&mut m);
         m.extend_from_slice(body);
-        self.conn.handle_message(Instant::now(), &mut m).expect("connection stays up");
+        let head = head.min(m.len());
+        let tail: Vec<Bytes> = m[head..].chunks(chunk).map(Bytes::copy_from_slice).collect();
+        self.conn.handle_frame(Instant::now(), &mut m[..head], &tail).expect("connection stays up");
         let f = self.conn.poll_transmit().expect("a response");
         let len = framing::frame_len(f[..4].try_into().unwrap(), usize::MAX).unwrap();
         assert_eq!(len, f.len() - 4);
@@ -261,6 +273,31 @@ fn create_write_read_close() {
     assert_eq!(c.write(r, 0, b"x"), NtStatus::ACCESS_DENIED);
     // Read longer than max I/O.
     assert_eq!(c.read(r, 0, 64 * 1024 * 1024).0, NtStatus::INVALID_PARAMETER);
+}
+
+#[test]
+fn messages_in_chunks() {
+    let mut c = Client::new();
+    let f = c.create("big", GENERIC_READ | GENERIC_WRITE, 0, disposition::CREATE, 0).unwrap();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let write = |offset, data| Client::body(|m| WriteRequest { offset, file_id: f, channel: 0, remaining_bytes: 0, flags: 0, data }.encode(m));
+    // A WRITE whose data starts in the head and runs on through uneven
+    // chunks, and one whose data is all in the chunks.
+    let fixed = HEADER_LEN + smbq_wire::write::HEAD_LEN;
+    assert_eq!(c.call_chunked(Command::WRITE, &write(0, &data), fixed + 10, 4099).0, NtStatus::SUCCESS);
+    assert_eq!(c.call_chunked(Command::WRITE, &write(300_000, &data[..70_000]), fixed, 65_536).0, NtStatus::SUCCESS);
+    let mut want = data.clone();
+    want.extend_from_slice(&data[..70_000]);
+    assert_eq!(std::fs::read(c.dir.path().join("big")).unwrap(), want);
+    // Length beyond the message's end is refused as it is when whole.
+    let mut long = write(0, &data[..1000]);
+    long[4..8].copy_from_slice(&1001u32.to_le_bytes());
+    assert_eq!(c.call_chunked(Command::WRITE, &long, fixed, 100).0, NtStatus::INVALID_PARAMETER);
+    // Any other command is gathered first: a READ split after 70 bytes.
+    let rd = Client::body(|m| ReadRequest { flags: 0, length: 5, offset: 3, file_id: f, minimum_count: 0, channel: 0, remaining_bytes: 0 }.encode(m));
+    let (st, r) = c.call_chunked(Command::READ, &rd, 70, 3);
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert_eq!(smbq_wire::read::decode_response(&r).unwrap(), &data[3..8]);
 }
 
 #[test]

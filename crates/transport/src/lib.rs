@@ -6,6 +6,11 @@
 //! byte stream into Direct TCP frames (MS-SMB2 2.1; SMB over QUIC uses the
 //! same framing on its stream), an engine thread that runs the connection
 //! state machine (file I/O and crypto are blocking work), and a writer task.
+//!
+//! Over TCP the reader copies the bytes out of the socket into the frame.
+//! Over QUIC quinn has already copied each packet once; a large frame's
+//! payload goes on in the chunks quinn returns (a [`Frame`]'s tail), so
+//! that a WRITE reaches the file without another copy.
 
 pub mod quic;
 pub mod tcp;
@@ -14,6 +19,8 @@ pub mod tls;
 use bytes::{Buf, Bytes, BytesMut};
 use smbq_server::{Connection, Server, TransportInfo};
 use smbq_wire::framing::{frame_len, FrameError};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -43,6 +50,139 @@ async fn fill<R: AsyncRead + Unpin>(rd: &mut R, acc: &mut BytesMut, want: usize)
         }
     }
     true
+}
+
+/// One SMB message for the engine: `head`, then `tail` (empty except for a
+/// large frame over QUIC, see [`Chunks`]).
+pub(crate) struct Frame {
+    head: BytesMut,
+    tail: Vec<Bytes>,
+}
+
+/// Frames above this size come off a QUIC stream as a head of
+/// [`HEAD_LEN`] bytes plus the rest in quinn's chunks.
+const CHUNKED_ABOVE: usize = 64 * 1024;
+/// Enough for any request's header and fixed part (a WRITE's data starts
+/// at byte 112).
+const HEAD_LEN: usize = 4096;
+
+/// A QUIC stream's bytes as the chunks quinn returns them (each a slice of
+/// the packet quinn decrypted), not yet framed.
+struct Chunks {
+    stream: quinn::RecvStream,
+    queue: VecDeque<Bytes>,
+    len: usize,
+}
+
+impl Chunks {
+    /// Read until `want` bytes are buffered (`want` is bounded by the frame
+    /// limit; one chunk more may come with them). False when the stream
+    /// ends first.
+    async fn fill(&mut self, want: usize) -> bool {
+        while self.len < want {
+            match self.stream.read_chunk(usize::MAX, true).await {
+                Ok(Some(c)) => {
+                    self.len += c.bytes.len();
+                    self.queue.push_back(c.bytes);
+                }
+                Ok(None) | Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// The next `n` buffered bytes, without a copy.
+    fn take(&mut self, mut n: usize) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        while n > 0 {
+            let Some(front) = self.queue.front_mut() else { break };
+            let c = if front.len() <= n { self.queue.pop_front().unwrap_or_default() } else { front.split_to(n) };
+            n -= c.len();
+            self.len -= c.len();
+            out.push(c);
+        }
+        out
+    }
+
+    /// The next `n` buffered bytes, copied into one buffer.
+    fn copy(&mut self, n: usize) -> BytesMut {
+        let mut b = BytesMut::with_capacity(n);
+        self.take(n).iter().for_each(|c| b.extend_from_slice(c));
+        b
+    }
+}
+
+/// The frame length a Direct TCP prefix announces (MS-SMB2 2.1), or `None`
+/// after logging why the connection ends.
+fn announced_len(prefix: [u8; 4], max: usize, peer: Option<SocketAddr>) -> Option<usize> {
+    match frame_len(prefix, max) {
+        Ok(l) => Some(l),
+        Err(FrameError::TooLong(l)) => {
+            info!(?peer, len = l, max, "frame above the maximum; closing");
+            None
+        }
+        Err(FrameError::BadType(t)) => {
+            info!(?peer, kind = t, "not a Direct TCP session message; closing");
+            None
+        }
+    }
+}
+
+/// Where framed requests come from.
+pub(crate) enum FrameReader {
+    Tcp(tokio::net::tcp::OwnedReadHalf),
+    Quic(quinn::RecvStream),
+}
+
+impl FrameReader {
+    /// Cut the stream into frames for the engine until the peer ends it,
+    /// breaks the framing, or the engine is gone.
+    async fn run(self, tx: mpsc::Sender<Frame>, max: usize, peer: Option<SocketAddr>) {
+        match self {
+            FrameReader::Tcp(mut rd) => {
+                // One buffer takes the bytes as they come (one copy out of
+                // the socket); each frame is split off it without another.
+                let mut acc = BytesMut::with_capacity(READ_AHEAD);
+                loop {
+                    if !fill(&mut rd, &mut acc, 4).await {
+                        return;
+                    }
+                    let mut prefix = [0u8; 4];
+                    prefix.copy_from_slice(&acc[..4]);
+                    let Some(len) = announced_len(prefix, max, peer) else { return };
+                    if !fill(&mut rd, &mut acc, 4 + len).await {
+                        return;
+                    }
+                    acc.advance(4);
+                    if tx.send(Frame { head: acc.split_to(len), tail: Vec::new() }).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            FrameReader::Quic(stream) => {
+                let mut rd = Chunks { stream, queue: VecDeque::new(), len: 0 };
+                loop {
+                    if !rd.fill(4).await {
+                        return;
+                    }
+                    let mut prefix = [0u8; 4];
+                    prefix.copy_from_slice(&rd.copy(4));
+                    let Some(len) = announced_len(prefix, max, peer) else { return };
+                    if !rd.fill(len).await {
+                        return;
+                    }
+                    let frame = if len > CHUNKED_ABOVE {
+                        Frame { head: rd.copy(HEAD_LEN), tail: rd.take(len - HEAD_LEN) }
+                    } else {
+                        Frame { head: rd.copy(len), tail: Vec::new() }
+                    };
+                    if tx.send(frame).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A peer that takes no bytes for this long is gone (it stopped reading).
@@ -92,51 +232,18 @@ pub fn keep_large_buffers_on_heap() {
 }
 
 /// Serve one SMB connection over a byte stream until either side ends it.
-pub(crate) async fn serve_framed<R>(
-    rd: R,
+pub(crate) async fn serve_framed(
+    rd: FrameReader,
     mut wr: FrameWriter,
     info: TransportInfo,
     server: Arc<Server>,
     send_timeout: Duration,
-) where
-    R: AsyncRead + Unpin + Send + 'static,
-{
+) {
     let peer = info.peer;
     let max = server.config.limits.max_frame();
-    let (in_tx, in_rx) = mpsc::channel::<BytesMut>(QUEUE);
+    let (in_tx, in_rx) = mpsc::channel::<Frame>(QUEUE);
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let reader = tokio::spawn(async move {
-        // One buffer takes the bytes as they come (one copy out of the
-        // socket or QUIC stream); each frame is split off it without
-        // another, and the engine gets it as its own BytesMut.
-        let mut rd = rd;
-        let mut acc = BytesMut::with_capacity(READ_AHEAD);
-        loop {
-            if !fill(&mut rd, &mut acc, 4).await {
-                return;
-            }
-            let mut prefix = [0u8; 4];
-            prefix.copy_from_slice(&acc[..4]);
-            let len = match frame_len(prefix, max) {
-                Ok(l) => l,
-                Err(FrameError::TooLong(l)) => {
-                    info!(?peer, len = l, max, "frame above the maximum; closing");
-                    return;
-                }
-                Err(FrameError::BadType(t)) => {
-                    info!(?peer, kind = t, "not a Direct TCP session message; closing");
-                    return;
-                }
-            };
-            if !fill(&mut rd, &mut acc, 4 + len).await {
-                return;
-            }
-            acc.advance(4);
-            if in_tx.send(acc.split_to(len)).await.is_err() {
-                return;
-            }
-        }
-    });
+    let reader = tokio::spawn(rd.run(in_tx, max, peer));
     let mut writer = tokio::spawn(async move {
         while let Some(frame) = out_rx.recv().await {
             match tokio::time::timeout(send_timeout, wr.send(frame)).await {
@@ -174,7 +281,7 @@ pub(crate) async fn serve_framed<R>(
 fn run_engine(
     server: Arc<Server>,
     info: TransportInfo,
-    mut rx: mpsc::Receiver<BytesMut>,
+    mut rx: mpsc::Receiver<Frame>,
     tx: mpsc::Sender<Vec<u8>>,
     rt: tokio::runtime::Handle,
 ) {
@@ -192,7 +299,7 @@ fn run_engine(
             }
         });
         let result = match ev {
-            Some(Some(mut msg)) => conn.handle_message(Instant::now(), &mut msg),
+            Some(Some(mut f)) => conn.handle_frame(Instant::now(), &mut f.head, &f.tail),
             Some(None) => break "peer closed".to_string(),
             None => conn.handle_timeout(Instant::now()),
         };

@@ -7,7 +7,7 @@
 //! bidirectional stream per connection; the peer may not open more (the
 //! stream limits say so and quinn closes a connection that ignores them).
 
-use crate::{serve_framed, FrameWriter, SEND_TIMEOUT};
+use crate::{serve_framed, FrameReader, FrameWriter, SEND_TIMEOUT};
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
@@ -142,6 +142,6 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
         }
     };
     let info = TransportInfo { kind: TransportKind::Quic, peer: Some(peer), local, secure: true };
-    serve_framed(recv, FrameWriter::Quic(send), info, server, opts.send_timeout).await;
+    serve_framed(FrameReader::Quic(recv), FrameWriter::Quic(send), info, server, opts.send_timeout).await;
     conn.close(VarInt::from_u32(0), b"");
 }

@@ -1,6 +1,6 @@
 //! SMB2 over Direct TCP (MS-SMB2 2.1): a 4-byte prefix per message.
 
-use crate::{serve_framed, FrameWriter, SEND_TIMEOUT};
+use crate::{serve_framed, FrameReader, FrameWriter, SEND_TIMEOUT};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,5 +38,5 @@ async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>) {
     let local = stream.local_addr().ok();
     let (rd, wr) = stream.into_split();
     let info = TransportInfo { kind: TransportKind::Tcp, peer: Some(peer), local, secure: false };
-    serve_framed(rd, FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT).await;
+    serve_framed(FrameReader::Tcp(rd), FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT).await;
 }

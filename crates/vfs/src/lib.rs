@@ -191,7 +191,12 @@ impl Handle {
     /// Write all of `buf` at `offset`. A handle not opened for writing is
     /// ACCESS_DENIED.
     pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), FsError> {
-        posix::write_at(self, buf, offset)
+        posix::write_at(self, &[buf], offset)
+    }
+    /// Write `bufs` one after the other from `offset` (pwritev), as
+    /// [`write_at`](Self::write_at) does one buffer.
+    pub fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {
+        posix::write_at(self, bufs, offset)
     }
     pub fn set_len(&self, len: u64) -> Result<(), FsError> {
         posix::set_len(self, len)

@@ -492,16 +492,33 @@ pub(crate) fn read_append(h: &Handle, out: &mut Vec<u8>, len: usize, offset: u64
     Ok(out.len() - start)
 }
 
-pub(crate) fn write_at(h: &Handle, buf: &[u8], offset: u64) -> Result<(), FsError> {
+pub(crate) fn write_at(h: &Handle, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {
     if h.read_only {
         return Err(FsError::ReadOnly);
     }
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
     let mut done = 0;
-    while let Some(rest) = buf.get(done..).filter(|r| !r.is_empty()) {
+    while done < total {
         let at = offset
             .checked_add(done as u64)
             .ok_or(status(NtStatus::INVALID_PARAMETER))?;
-        match rustix::io::pwrite(&h.fd, rest, at) {
+        // What is left of the buffers, at most IOV_MAX (1024) of them.
+        let mut skip = done;
+        let iov: Vec<std::io::IoSlice<'_>> = bufs
+            .iter()
+            .filter_map(|b| match b.get(skip..) {
+                Some(rest) if !rest.is_empty() => {
+                    skip = 0;
+                    Some(std::io::IoSlice::new(rest))
+                }
+                _ => {
+                    skip = skip.saturating_sub(b.len());
+                    None
+                }
+            })
+            .take(1024)
+            .collect();
+        match rustix::io::pwritev(&h.fd, &iov, at) {
             Ok(0) => return Err(status(NtStatus::DISK_FULL)),
             Ok(n) => done += n,
             Err(Errno::INTR) => {}

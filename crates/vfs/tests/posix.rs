@@ -140,6 +140,20 @@ fn disposition_create() {
 }
 
 #[test]
+fn vectored_writes_land_in_order() {
+    let f = fixture();
+    let (h, _) = f.fs.open("v", &file(Disposition::Create)).unwrap();
+    // Empty buffers between, more buffers than one pwritev takes (1024),
+    // and a start past the end of the file.
+    let parts: Vec<Vec<u8>> = (0..1500u32).map(|i| vec![(i % 251) as u8; (i % 3) as usize]).collect();
+    let bufs: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
+    h.write_vectored_at(&bufs, 10).unwrap();
+    let mut want = vec![0u8; 10];
+    want.extend(parts.concat());
+    assert_eq!(fs::read(f.share.join("v")).unwrap(), want);
+}
+
+#[test]
 fn disposition_open_if() {
     let f = fixture();
     let (_, a) = f.fs.open("n", &file(Disposition::OpenIf)).unwrap();

@@ -25,6 +25,15 @@ pub struct WriteRequest<'a> {
 impl<'a> WriteRequest<'a> {
     /// DataOffset/Length must lie inside this element (MS-SMB2 3.3.5.13).
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::decode_head(msg, 0).map(|(r, _)| r)
+    }
+
+    /// [`decode`](Self::decode) for a message of which `msg` is the first
+    /// part and `more` bytes follow elsewhere (a transport that hands on a
+    /// large message's payload in the chunks it arrived in). The data must
+    /// start inside `msg` and may run on into those bytes; `data` is its
+    /// part inside `msg`, and the Length field comes with the request.
+    pub fn decode_head(msg: &'a [u8], more: usize) -> Result<(Self, usize), DecodeError> {
         let body = msg.get(HEADER_LEN..).ok_or(DecodeError::Truncated)?;
         check_structure_size(body, REQUEST_SIZE)?;
         let mut r = Reader::new(body);
@@ -42,8 +51,16 @@ impl<'a> WriteRequest<'a> {
             return Err(DecodeError::OutOfBounds);
         }
         at(msg, info_off, info_len)?;
-        let data = at(msg, data_off, len)?;
-        Ok(WriteRequest { offset, file_id, channel, remaining_bytes, flags, data })
+        let data = if more == 0 {
+            at(msg, data_off, len)?
+        } else {
+            let end = data_off.checked_add(len).ok_or(DecodeError::OutOfBounds)?;
+            if data_off > msg.len() || end > msg.len().saturating_add(more) {
+                return Err(DecodeError::OutOfBounds);
+            }
+            msg.get(data_off..end.min(msg.len())).ok_or(DecodeError::OutOfBounds)?
+        };
+        Ok((WriteRequest { offset, file_id, channel, remaining_bytes, flags, data }, len))
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -143,5 +160,25 @@ mod tests {
         let mut low = m.clone();
         low[HEADER_LEN + 2..HEADER_LEN + 4].copy_from_slice(&64u16.to_le_bytes());
         assert_eq!(WriteRequest::decode(&low), Err(DecodeError::OutOfBounds));
+    }
+
+    #[test]
+    fn data_may_run_on_past_the_head() {
+        let data = [9u8; 100];
+        let req = WriteRequest { offset: 0, file_id: FileId::default(), channel: 0, remaining_bytes: 0, flags: 0, data: &data };
+        let mut m = vec![0u8; HEADER_LEN];
+        req.encode(&mut m);
+        let head = &m[..HEADER_LEN + HEAD_LEN + 30];
+        let (r, len) = WriteRequest::decode_head(head, 70).unwrap();
+        assert_eq!((r.data, len), (&data[..30], 100));
+        // Whole in the head, with nothing more: the same as decode.
+        assert_eq!(WriteRequest::decode_head(&m, 0).unwrap(), (req, 100));
+        // Length reaching past what follows.
+        assert_eq!(WriteRequest::decode_head(head, 69), Err(DecodeError::OutOfBounds));
+        // Data starting beyond the head.
+        let mut far = m.clone();
+        far[HEADER_LEN + 2..HEADER_LEN + 4].copy_from_slice(&((HEADER_LEN + HEAD_LEN + 40) as u16).to_le_bytes());
+        far[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&10u32.to_le_bytes());
+        assert_eq!(WriteRequest::decode_head(&far[..HEADER_LEN + HEAD_LEN + 30], 70), Err(DecodeError::OutOfBounds));
     }
 }

@@ -465,7 +465,7 @@ pub(crate) mod harness {
                 go_async: None,
                 disconnect: false,
             };
-            let r = handler(&mut ctx, &Req { hdr: &hdr, msg: &msg });
+            let r = handler(&mut ctx, &Req { hdr: &hdr, msg: &msg, tail: &[] });
             let work = ctx.go_async.take();
             (r, out.split_off(64), work)
         }

@@ -1,5 +1,6 @@
 //! WRITE (MS-SMB2 2.2.21, 2.2.22; processing 3.3.5.13). The payload is
-//! written from the request buffer; nothing is copied.
+//! written from the request buffer, or from the chunks the transport
+//! received it in ([`Req::tail`]); nothing is copied.
 
 use crate::cmd::create::WRITE_ACCESS;
 use crate::cmd::lock::io_conflict;
@@ -21,8 +22,19 @@ pub fn in_range(offset: u64, len: u64) -> bool {
 
 /// Handle an SMB2 WRITE (MS-SMB2 3.3.5.13).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
-    let r = WriteRequest::decode(req.msg).map_err(NtStatus::from)?;
-    let len = u32::try_from(r.data.len()).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let more = req.tail.iter().map(|t| t.len()).sum();
+    let (r, len) = WriteRequest::decode_head(req.msg, more).map_err(NtStatus::from)?;
+    let len = u32::try_from(len).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    // The data: its part in the message, then the chunks after it.
+    let mut data = vec![r.data];
+    let mut left = len as usize - r.data.len();
+    for t in req.tail {
+        let take = t.len().min(left);
+        if take > 0 {
+            data.push(&t[..take]);
+        }
+        left -= take;
+    }
     //= MS-SMB2 3.3.5.13
     //# If Length is greater than Connection.MaxWriteSize, the server MUST
     //# fail the request with STATUS_INVALID_PARAMETER.
@@ -57,7 +69,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let write_through = r.flags & WRITE_THROUGH != 0 || open.create_options & options::WRITE_THROUGH != 0;
     let h = match &mut open.kind {
         OpenKind::Pipe(p) => {
-            p.write(r.data)?;
+            p.write(&data.concat())?;
             encode_response(ctx.out, len);
             return Ok(NtStatus::SUCCESS);
         }
@@ -81,7 +93,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             }
         }
     }
-    h.write_at(r.data, offset).map_err(NtStatus::from)?;
+    h.write_vectored_at(&data, offset).map_err(NtStatus::from)?;
     if write_through {
         h.sync().map_err(NtStatus::from)?;
     }
