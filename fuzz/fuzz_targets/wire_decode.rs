@@ -20,4 +20,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = smbq_wire::create::CreateRequest::decode(data);
     let _ = smbq_wire::create::decode_contexts(data);
     let _ = negotiate::decode_contexts(data, 8);
+    let _ = smbq_wire::write::WriteRequest::decode(data);
+    // A head of which `more` bytes follow elsewhere.
+    let more = data.first().map_or(0, |&b| usize::from(b) << 8);
+    let _ = smbq_wire::write::WriteRequest::decode_head(data, more);
 });
