@@ -132,7 +132,7 @@ impl Put for Vec<u8> {
 
 /// UTF-16LE bytes to a Rust string; odd lengths and unpaired surrogates are errors.
 pub fn utf16le(b: &[u8]) -> Result<String, DecodeError> {
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return Err(DecodeError::BadString);
     }
     let units = b.chunks_exact(2).map(|c| match c {

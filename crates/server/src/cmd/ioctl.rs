@@ -291,8 +291,6 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
     Ok(status)
 }
 
-/// Dialects in preference order, as NEGOTIATE selects them.
-
 /// FSCTL_VALIDATE_NEGOTIATE_INFO (MS-SMB2 3.3.5.15.12). A mismatch
 /// terminates the connection (`ctx.disconnect`).
 fn validate_negotiate(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HResult {

@@ -91,11 +91,9 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if dialect != Dialect::SMB202 {
         capabilities |= caps::LARGE_MTU;
     }
-    if dialect == Dialect::SMB300 || dialect == Dialect::SMB302 {
-        if r.capabilities & caps::ENCRYPTION != 0 {
-            neg.cipher = Some(Cipher::Aes128Ccm);
-            capabilities |= caps::ENCRYPTION;
-        }
+    if (dialect == Dialect::SMB300 || dialect == Dialect::SMB302) && r.capabilities & caps::ENCRYPTION != 0 {
+        neg.cipher = Some(Cipher::Aes128Ccm);
+        capabilities |= caps::ENCRYPTION;
     }
     let mut sec_mode = security_mode::SIGNING_ENABLED;
     if ctx.conn.server.config.signing_required {
