@@ -13,7 +13,9 @@ use smbq_wire::{framing, Command, FileId, Header, NtStatus, Put};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use smbq_udp::StreamChunks;
+use smbq_wire::transform;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -27,12 +29,16 @@ pub enum ClientError {
     Quic(String),
 }
 
-type Reader = Box<dyn AsyncRead + Unpin + Send>;
-
 /// Small enough that a large response bypasses it: tokio's BufReader reads
 /// straight into the caller's buffer when its own is empty and the read is
 /// at least this long, so READ data is copied once, not twice.
 const READ_BUFFER: usize = 64 * 1024;
+
+enum Reader {
+    Tcp(BufReader<tokio::net::tcp::OwnedReadHalf>),
+    /// A large response's payload stays in quinn's chunks.
+    Quic(StreamChunks),
+}
 
 enum Writer {
     Tcp(tokio::net::tcp::OwnedWriteHalf),
@@ -42,7 +48,7 @@ enum Writer {
 
 pub struct Client {
     pub core: Core,
-    rd: BufReader<Reader>,
+    rd: Reader,
     wr: Writer,
     /// The QUIC endpoint and connection, when on QUIC.
     pub quic: Option<(quinn::Endpoint, quinn::Connection)>,
@@ -73,7 +79,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(READ_BUFFER, Box::new(r)), wr: Writer::Tcp(w), quic: None })
+        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None })
     }
 
     /// TLS 1.3 with ALPN "smb", then one bidirectional stream (MS-SMB2 2.1).
@@ -85,7 +91,7 @@ impl Client {
             .await
             .map_err(|e| ClientError::Quic(e.to_string()))?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: BufReader::with_capacity(READ_BUFFER, Box::new(recv)), wr: Writer::Quic(send), quic: Some((ep, conn)) })
+        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv)), wr: Writer::Quic(send), quic: Some((ep, conn)) })
     }
 
     /// One message, framed (MS-SMB2 2.1).
@@ -113,22 +119,58 @@ impl Client {
 
     /// Next response frame, unsealed; interim STATUS_PENDING answers are skipped.
     pub async fn recv(&mut self) -> Result<Vec<u8>, ClientError> {
+        let (mut m, tail) = self.recv_parts().await?;
+        tail.iter().for_each(|t| m.extend_from_slice(t));
+        Ok(m)
+    }
+
+    /// [`Client::recv`], but a large unsealed response over QUIC comes as
+    /// its head and then the rest in quinn's chunks, not gathered.
+    async fn recv_parts(&mut self) -> Result<(Vec<u8>, Vec<Bytes>), ClientError> {
+        let eof = || ClientError::Io(std::io::ErrorKind::UnexpectedEof.into());
+        let frame_len = |p| framing::frame_len(p, framing::MAX_FRAME).map_err(|e| ClientError::Protocol(format!("{e:?}")));
         loop {
-            let mut p = [0u8; 4];
-            self.rd.read_exact(&mut p).await?;
-            let len = framing::frame_len(p, framing::MAX_FRAME).map_err(|e| ClientError::Protocol(format!("{e:?}")))?;
-            // read_to_end on a Take fills spare capacity: no zeroing pass.
-            let mut m = Vec::with_capacity(len);
-            (&mut self.rd).take(len as u64).read_to_end(&mut m).await?;
-            if m.len() != len {
-                return Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()));
-            }
+            let (m, tail) = match &mut self.rd {
+                Reader::Tcp(rd) => {
+                    let mut p = [0u8; 4];
+                    rd.read_exact(&mut p).await?;
+                    let len = frame_len(p)?;
+                    // read_to_end on a Take fills spare capacity: no zeroing pass.
+                    let mut m = Vec::with_capacity(len);
+                    rd.take(len as u64).read_to_end(&mut m).await?;
+                    if m.len() != len {
+                        return Err(eof());
+                    }
+                    (m, Vec::new())
+                }
+                Reader::Quic(rd) => {
+                    if !rd.fill(4).await {
+                        return Err(eof());
+                    }
+                    let mut p = [0u8; 4];
+                    p.copy_from_slice(&rd.copy(4));
+                    let len = frame_len(p)?;
+                    if !rd.fill(len).await {
+                        return Err(eof());
+                    }
+                    let (head, tail) = rd.message(len);
+                    (Vec::from(head), tail)
+                }
+            };
+            // A sealed message opens only whole.
+            let (m, tail) = if tail.is_empty() || !transform::is_transform(&m) {
+                (m, tail)
+            } else {
+                let mut whole = m;
+                tail.iter().for_each(|t| whole.extend_from_slice(t));
+                (whole, Vec::new())
+            };
             let m = self.core.open(m)?;
             let h = Header::decode(&m).map_err(|e| ClientError::Protocol(e.to_string()))?;
             if h.is_async() && NtStatus(h.status) == NtStatus::PENDING {
                 continue;
             }
-            return Ok(m);
+            return Ok((m, tail));
         }
     }
 
@@ -284,7 +326,8 @@ impl Client {
     }
 
     /// Read `size` bytes from offset 0 in `chunk`-byte READs with up to
-    /// `depth` outstanding; calls `sink` with each chunk in offset order.
+    /// `depth` outstanding; calls `sink` with the data in offset order, in
+    /// pieces (over QUIC, the chunks quinn received it in).
     pub async fn read_pipelined(&mut self, fid: FileId, size: u64, chunk: u32, depth: usize, mut sink: impl FnMut(u64, &[u8])) -> Result<(), ClientError> {
         let chunk = chunk.max(1);
         let n = size.div_ceil(u64::from(chunk));
@@ -302,13 +345,25 @@ impl Client {
                 ids.push_back((id, off));
                 sent += 1;
             }
-            let r = self.recv().await?;
+            let (r, tail) = self.recv_parts().await?;
             let h = check(&r, Command::READ)?;
             let (id, off) = ids.pop_front().unwrap_or_default();
             if h.message_id != id {
                 return Err(ClientError::Protocol(format!("READ answers out of order: {} for {id}", h.message_id)));
             }
-            sink(off, smbq_wire::read::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))?);
+            let more = tail.iter().map(Bytes::len).sum();
+            let (data, len) = smbq_wire::read::decode_response_head(&r, more).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            sink(off, data);
+            let (mut at, mut left) = (off + data.len() as u64, len - data.len());
+            for t in &tail {
+                let piece = &t[..t.len().min(left)];
+                if piece.is_empty() {
+                    break;
+                }
+                sink(at, piece);
+                at += piece.len() as u64;
+                left -= piece.len();
+            }
             done += 1;
         }
         Ok(())

@@ -18,8 +18,8 @@ pub mod tls;
 
 use bytes::{Buf, Bytes, BytesMut};
 use smbq_server::{Connection, Server, TransportInfo};
+use smbq_udp::StreamChunks;
 use smbq_wire::framing::{frame_len, FrameError};
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,63 +53,10 @@ async fn fill<R: AsyncRead + Unpin>(rd: &mut R, acc: &mut BytesMut, want: usize)
 }
 
 /// One SMB message for the engine: `head`, then `tail` (empty except for a
-/// large frame over QUIC, see [`Chunks`]).
+/// large frame over QUIC, see [`StreamChunks`]).
 pub(crate) struct Frame {
     head: BytesMut,
     tail: Vec<Bytes>,
-}
-
-/// Frames above this size come off a QUIC stream as a head of
-/// [`HEAD_LEN`] bytes plus the rest in quinn's chunks.
-const CHUNKED_ABOVE: usize = 64 * 1024;
-/// Enough for any request's header and fixed part (a WRITE's data starts
-/// at byte 112).
-const HEAD_LEN: usize = 4096;
-
-/// A QUIC stream's bytes as the chunks quinn returns them (each a slice of
-/// the packet quinn decrypted), not yet framed.
-struct Chunks {
-    stream: quinn::RecvStream,
-    queue: VecDeque<Bytes>,
-    len: usize,
-}
-
-impl Chunks {
-    /// Read until `want` bytes are buffered (`want` is bounded by the frame
-    /// limit; one chunk more may come with them). False when the stream
-    /// ends first.
-    async fn fill(&mut self, want: usize) -> bool {
-        while self.len < want {
-            match self.stream.read_chunk(usize::MAX, true).await {
-                Ok(Some(c)) => {
-                    self.len += c.bytes.len();
-                    self.queue.push_back(c.bytes);
-                }
-                Ok(None) | Err(_) => return false,
-            }
-        }
-        true
-    }
-
-    /// The next `n` buffered bytes, without a copy.
-    fn take(&mut self, mut n: usize) -> Vec<Bytes> {
-        let mut out = Vec::new();
-        while n > 0 {
-            let Some(front) = self.queue.front_mut() else { break };
-            let c = if front.len() <= n { self.queue.pop_front().unwrap_or_default() } else { front.split_to(n) };
-            n -= c.len();
-            self.len -= c.len();
-            out.push(c);
-        }
-        out
-    }
-
-    /// The next `n` buffered bytes, copied into one buffer.
-    fn copy(&mut self, n: usize) -> BytesMut {
-        let mut b = BytesMut::with_capacity(n);
-        self.take(n).iter().for_each(|c| b.extend_from_slice(c));
-        b
-    }
 }
 
 /// The frame length a Direct TCP prefix announces (MS-SMB2 2.1), or `None`
@@ -160,7 +107,7 @@ impl FrameReader {
                 }
             }
             FrameReader::Quic(stream) => {
-                let mut rd = Chunks { stream, queue: VecDeque::new(), len: 0 };
+                let mut rd = StreamChunks::new(stream);
                 loop {
                     if !rd.fill(4).await {
                         return;
@@ -171,12 +118,8 @@ impl FrameReader {
                     if !rd.fill(len).await {
                         return;
                     }
-                    let frame = if len > CHUNKED_ABOVE {
-                        Frame { head: rd.copy(HEAD_LEN), tail: rd.take(len - HEAD_LEN) }
-                    } else {
-                        Frame { head: rd.copy(len), tail: Vec::new() }
-                    };
-                    if tx.send(frame).await.is_err() {
+                    let (head, tail) = rd.message(len);
+                    if tx.send(Frame { head, tail }).await.is_err() {
                         return;
                     }
                 }

@@ -1,6 +1,9 @@
-//! The UDP socket under smbq's QUIC endpoints, server and client alike.
+//! What smbq's QUIC endpoints, server and client alike, share: the UDP
+//! socket under them, and [`StreamChunks`], which reads the SMB stream in
+//! the chunks quinn returns.
 //!
-//! Two things quinn 0.11 does not do by itself, both measured on loopback
+//! The socket does two things quinn 0.11 does not do by itself, both
+//! measured on loopback
 //! (`smbq-bench`):
 //! - **Large buffers**: 8 MiB by default; bursts of a fast sender overflow
 //!   the kernel's ~200 KiB and read as loss.
@@ -18,6 +21,10 @@
 //! On other paths MTU discovery (RFC 9000 section 14.3, DPLPMTUD) probes
 //! up to [`MAX_DATAGRAM`], the probes that the path cannot carry are lost,
 //! and the datagram size stays what the path allows.
+
+mod chunks;
+
+pub use chunks::{StreamChunks, CHUNKED_ABOVE, HEAD_LEN};
 
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncTimer, AsyncUdpSocket, UdpPoller};

@@ -79,6 +79,14 @@ pub fn set_data_len(out: &mut Vec<u8>, head: usize, data_len: u32) {
 
 /// The data of a READ response element (for our client and tests).
 pub fn decode_response(msg: &[u8]) -> Result<&[u8], DecodeError> {
+    decode_response_head(msg, 0).map(|(d, _)| d)
+}
+
+/// [`decode_response`] for a response of which `msg` is the first part and
+/// `more` bytes follow elsewhere (kept in the chunks they arrived in): the
+/// data starts inside `msg` and may run on into them. Returns its part
+/// inside `msg` and DataLength.
+pub fn decode_response_head(msg: &[u8], more: usize) -> Result<(&[u8], usize), DecodeError> {
     let body = msg.get(HEADER_LEN..).ok_or(DecodeError::Truncated)?;
     check_structure_size(body, RESPONSE_SIZE)?;
     let mut r = Reader::new(body);
@@ -86,7 +94,14 @@ pub fn decode_response(msg: &[u8]) -> Result<&[u8], DecodeError> {
     let off = r.u8()? as usize;
     r.skip(1)?;
     let len = r.u32()? as usize;
-    at(msg, off, len)
+    if more == 0 {
+        return Ok((at(msg, off, len)?, len));
+    }
+    let end = off.checked_add(len).ok_or(DecodeError::OutOfBounds)?;
+    if off > msg.len() || end > msg.len().saturating_add(more) {
+        return Err(DecodeError::OutOfBounds);
+    }
+    Ok((msg.get(off..end.min(msg.len())).ok_or(DecodeError::OutOfBounds)?, len))
 }
 
 #[cfg(test)]
@@ -125,6 +140,14 @@ mod tests {
         m.extend_from_slice(b"hello world");
         set_data_len(&mut m, head, 11);
         assert_eq!(decode_response(&m).unwrap(), b"hello world");
+        // The first 6 data bytes here, 5 elsewhere.
+        let head = &m[..DATA_OFFSET as usize + 6];
+        assert_eq!(decode_response_head(head, 5).unwrap(), (&b"hello "[..], 11));
+        assert_eq!(decode_response_head(head, 4), Err(DecodeError::OutOfBounds));
+        // Data starting beyond the head.
+        let mut far = m.clone();
+        far[HEADER_LEN + 2] = DATA_OFFSET + 8;
+        assert_eq!(decode_response_head(&far[..DATA_OFFSET as usize + 6], 100), Err(DecodeError::OutOfBounds));
         m.truncate(m.len() - 1);
         assert_eq!(decode_response(&m), Err(DecodeError::OutOfBounds));
     }
