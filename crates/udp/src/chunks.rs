@@ -3,8 +3,9 @@
 //! packet quinn has already copied out of the socket and decrypted in
 //! place. Small messages are gathered into one buffer (one copy, as a
 //! socket read is); a large one keeps its first bytes in one buffer and
-//! the rest in quinn's chunks, so that a WRITE's or a READ's payload
-//! reaches its destination without being gathered first.
+//! the rest in quinn's chunks (those of at least 32 KiB, see `MIN_KEPT`),
+//! so that a WRITE's or a READ's payload reaches its destination without
+//! being gathered first.
 
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -15,37 +16,81 @@ pub const CHUNKED_ABOVE: usize = 64 * 1024;
 /// (a WRITE's data starts at byte 112, a READ response's at 80).
 pub const HEAD_LEN: usize = 4096;
 
+/// Chunks shorter than this are copied, not kept. A kept chunk holds its
+/// whole packet's buffer (up to 64 KiB), so a peer that sent small stream
+/// frames in large packets could make a message hold many times its size
+/// in memory; from this size on a kept chunk holds at most twice its
+/// bytes. Paths with smaller datagrams (a LAN's 1452 bytes) get one copy,
+/// as a socket read would.
+const MIN_KEPT: usize = 32 * 1024;
+
 /// A QUIC stream's bytes as quinn's chunks, not yet framed.
 pub struct StreamChunks {
     stream: quinn::RecvStream,
-    queue: VecDeque<Bytes>,
-    len: usize,
+    buf: ChunkQueue,
 }
 
 impl StreamChunks {
     pub fn new(stream: quinn::RecvStream) -> Self {
-        StreamChunks { stream, queue: VecDeque::new(), len: 0 }
+        StreamChunks { stream, buf: ChunkQueue::default() }
     }
 
     /// Read until `want` bytes are buffered (the caller bounds `want` by
     /// its frame limit; one chunk more may come with them). False when the
     /// stream ends or fails first.
     pub async fn fill(&mut self, want: usize) -> bool {
-        while self.len < want {
+        while self.buf.len < want {
             match self.stream.read_chunk(usize::MAX, true).await {
-                Ok(Some(c)) => {
-                    self.len += c.bytes.len();
-                    self.queue.push_back(c.bytes);
-                }
+                Ok(Some(c)) => self.buf.push(c.bytes),
                 Ok(None) | Err(_) => return false,
             }
         }
         true
     }
 
+    /// The next `n` buffered bytes, copied into one buffer.
+    pub fn copy(&mut self, n: usize) -> BytesMut {
+        self.buf.copy(n)
+    }
+
+    /// The next `len` buffered bytes as one message: whole when it is at
+    /// most [`CHUNKED_ABOVE`] bytes, else its first [`HEAD_LEN`] bytes and
+    /// then the rest in quinn's chunks.
+    pub fn message(&mut self, len: usize) -> (BytesMut, Vec<Bytes>) {
+        self.buf.message(len)
+    }
+}
+
+/// The buffered bytes: kept chunks, then small ones gathered.
+#[derive(Default)]
+struct ChunkQueue {
+    queue: VecDeque<Bytes>,
+    /// Small chunks gathered since the last one kept; they follow `queue`.
+    small: BytesMut,
+    len: usize,
+}
+
+impl ChunkQueue {
+    fn push(&mut self, c: Bytes) {
+        self.len += c.len();
+        if c.len() < MIN_KEPT {
+            self.small.extend_from_slice(&c);
+        } else {
+            self.queue_small();
+            self.queue.push_back(c);
+        }
+    }
+
+    fn queue_small(&mut self) {
+        if !self.small.is_empty() {
+            self.queue.push_back(self.small.split().freeze());
+        }
+    }
+
     /// The next `n` buffered bytes (fewer if fewer are buffered), without
-    /// a copy.
+    /// another copy.
     fn take(&mut self, mut n: usize) -> Vec<Bytes> {
+        self.queue_small();
         let mut out = Vec::new();
         while n > 0 {
             let Some(front) = self.queue.front_mut() else { break };
@@ -57,21 +102,70 @@ impl StreamChunks {
         out
     }
 
-    /// The next `n` buffered bytes, copied into one buffer.
-    pub fn copy(&mut self, n: usize) -> BytesMut {
+    fn copy(&mut self, n: usize) -> BytesMut {
         let mut b = BytesMut::with_capacity(n);
         self.take(n).iter().for_each(|c| b.extend_from_slice(c));
         b
     }
 
-    /// The next `len` buffered bytes as one message: whole when it is at
-    /// most [`CHUNKED_ABOVE`] bytes, else its first [`HEAD_LEN`] bytes and
-    /// then the rest in quinn's chunks.
-    pub fn message(&mut self, len: usize) -> (BytesMut, Vec<Bytes>) {
+    fn message(&mut self, len: usize) -> (BytesMut, Vec<Bytes>) {
         if len > CHUNKED_ABOVE {
             (self.copy(HEAD_LEN), self.take(len - HEAD_LEN))
         } else {
             (self.copy(len), Vec::new())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(n: usize, seed: u8) -> Bytes {
+        (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect::<Vec<u8>>().into()
+    }
+
+    #[test]
+    fn large_chunks_pass_through_and_order_holds() {
+        let big = [pattern(65_000, 1), pattern(40_000, 2)];
+        let small = [pattern(1000, 3), pattern(10, 4)];
+        let mut q = ChunkQueue::default();
+        let mut all = Vec::new();
+        for c in [&small[0], &big[0], &small[1], &big[1]] {
+            q.push(c.clone());
+            all.extend_from_slice(c);
+        }
+        all.extend_from_slice(&pattern(7, 5));
+        q.push(pattern(7, 5));
+        assert_eq!(q.len, all.len());
+        let (head, tail) = q.message(all.len());
+        let mut got = head.to_vec();
+        tail.iter().for_each(|t| got.extend_from_slice(t));
+        assert_eq!(got, all);
+        // The large chunks are the caller's own buffers (no copy), the
+        // second one whole.
+        assert!(tail.iter().any(|t| t.as_ptr() == big[1].as_ptr() && t.len() == big[1].len()));
+        assert!(tail.iter().any(|t| big[0].as_ptr_range().contains(&t.as_ptr())));
+        assert_eq!(q.len, 0);
+    }
+
+    #[test]
+    fn small_chunks_do_not_hold_their_packets() {
+        // Ten-byte chunks, each a slice of its own 16 KiB packet buffer.
+        let packets: Vec<Bytes> = (0..7000).map(|i| Bytes::from(vec![i as u8; 16 * 1024])).collect();
+        let mut q = ChunkQueue::default();
+        packets.iter().for_each(|p| q.push(p.slice(0..10)));
+        let (head, tail) = q.message(70_000);
+        assert_eq!(head.len(), HEAD_LEN);
+        assert_eq!(tail.iter().map(Bytes::len).sum::<usize>(), 70_000 - HEAD_LEN);
+        for t in &tail {
+            assert!(!packets.iter().any(|p| p.as_ptr_range().contains(&t.as_ptr())), "a tail chunk points into a packet");
+        }
+        drop(packets);
+        // Small messages are whole.
+        let mut q = ChunkQueue::default();
+        q.push(pattern(70_000, 9));
+        let (head, tail) = q.message(CHUNKED_ABOVE);
+        assert_eq!((head.len(), tail.len(), q.len), (CHUNKED_ABOVE, 0, 70_000 - CHUNKED_ABOVE));
     }
 }
