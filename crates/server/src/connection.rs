@@ -285,11 +285,15 @@ impl Drop for Connection {
     }
 }
 
-/// An SMB2 WRITE alone in its message (no compound), not signed: one
-/// whose data [`Connection::handle_frame`] can take from the chunks. The
-/// signature of a signed one covers the whole message, so it is gathered.
-fn plain_write(msg: &[u8]) -> bool {
-    smbq_wire::Header::decode(msg).is_ok_and(|h| {
-        h.command() == smbq_wire::Command::WRITE && h.next_command == 0 && h.flags & smbq_wire::header::flags::SIGNED == 0
+/// An SMB2 WRITE alone in its message (no compound), not signed, whose
+/// data starts in `head`: one whose data [`Connection::handle_frame`] can
+/// take from the chunks. The signature of a signed one covers the whole
+/// message, so it is gathered, as is one whose data starts further on.
+fn plain_write(head: &[u8]) -> bool {
+    smbq_wire::Header::decode(head).is_ok_and(|h| {
+        h.command() == smbq_wire::Command::WRITE
+            && h.next_command == 0
+            && h.flags & smbq_wire::header::flags::SIGNED == 0
+            && smbq_wire::write::WriteRequest::decode_head(head, usize::MAX).is_ok()
     })
 }

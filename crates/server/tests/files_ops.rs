@@ -293,6 +293,17 @@ fn messages_in_chunks() {
     let mut long = write(0, &data[..1000]);
     long[4..8].copy_from_slice(&1001u32.to_le_bytes());
     assert_eq!(c.call_chunked(Command::WRITE, &long, fixed, 100).0, NtStatus::INVALID_PARAMETER);
+    // Data that starts past the head (DataOffset 5000): gathered, then
+    // served as usual.
+    let mut padded = write(1 << 20, b"");
+    padded.truncate(smbq_wire::write::HEAD_LEN);
+    padded[2..4].copy_from_slice(&5000u16.to_le_bytes());
+    padded[4..8].copy_from_slice(&100_000u32.to_le_bytes());
+    padded.resize(5000 - HEADER_LEN, 0);
+    padded.extend_from_slice(&data[..100_000]);
+    assert_eq!(c.call_chunked(Command::WRITE, &padded, 4096, 65_536).0, NtStatus::SUCCESS);
+    let f2 = std::fs::read(c.dir.path().join("big")).unwrap();
+    assert_eq!(&f2[1 << 20..], &data[..100_000]);
     // Any other command is gathered first: a READ split after 70 bytes.
     let rd = Client::body(|m| ReadRequest { flags: 0, length: 5, offset: 3, file_id: f, minimum_count: 0, channel: 0, remaining_bytes: 0 }.encode(m));
     let (st, r) = c.call_chunked(Command::READ, &rd, 70, 3);
