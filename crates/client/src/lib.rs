@@ -144,16 +144,7 @@ impl Client {
                     (m, Vec::new())
                 }
                 Reader::Quic(rd) => {
-                    if !rd.fill(4).await {
-                        return Err(eof());
-                    }
-                    let mut p = [0u8; 4];
-                    p.copy_from_slice(&rd.copy(4));
-                    let len = frame_len(p)?;
-                    if !rd.fill(len).await {
-                        return Err(eof());
-                    }
-                    let (head, tail) = rd.message(len);
+                    let (head, tail) = rd.next_message(frame_len).await?.ok_or_else(eof)?;
                     (Vec::from(head), tail)
                 }
             };

@@ -9,7 +9,7 @@
 //!
 //! Over TCP the reader copies the bytes out of the socket into the frame.
 //! Over QUIC quinn has already copied each packet once; a large frame's
-//! payload goes on in the chunks quinn returns (a [`Frame`]'s tail), so
+//! payload goes on in the chunks quinn returns (a `Frame`'s tail), so
 //! that a WRITE reaches the file without another copy.
 
 pub mod quic;
@@ -108,17 +108,7 @@ impl FrameReader {
             }
             FrameReader::Quic(stream) => {
                 let mut rd = StreamChunks::new(stream);
-                loop {
-                    if !rd.fill(4).await {
-                        return;
-                    }
-                    let mut prefix = [0u8; 4];
-                    prefix.copy_from_slice(&rd.copy(4));
-                    let Some(len) = announced_len(prefix, max, peer) else { return };
-                    if !rd.fill(len).await {
-                        return;
-                    }
-                    let (head, tail) = rd.message(len);
+                while let Ok(Some((head, tail))) = rd.next_message(|p| announced_len(p, max, peer).ok_or(())).await {
                     if tx.send(Frame { head, tail }).await.is_err() {
                         return;
                     }

@@ -11,10 +11,10 @@ use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 
 /// Messages above this size come as a head plus chunks.
-pub const CHUNKED_ABOVE: usize = 64 * 1024;
+const CHUNKED_ABOVE: usize = 64 * 1024;
 /// The head of a chunked message: more than any header and fixed part
 /// (a WRITE's data starts at byte 112, a READ response's at 80).
-pub const HEAD_LEN: usize = 4096;
+const HEAD_LEN: usize = 4096;
 
 /// Chunks shorter than this are copied, not kept. A kept chunk holds its
 /// whole packet's buffer (up to 64 KiB), so a peer that sent small stream
@@ -35,10 +35,28 @@ impl StreamChunks {
         StreamChunks { stream, buf: ChunkQueue::default() }
     }
 
-    /// Read until `want` bytes are buffered (the caller bounds `want` by
-    /// its frame limit; one chunk more may come with them). False when the
-    /// stream ends or fails first.
-    pub async fn fill(&mut self, want: usize) -> bool {
+    /// The next message of the stream's Direct TCP framing (MS-SMB2 2.1):
+    /// `frame_len` reads the 4-byte prefix (bounding the length by the
+    /// caller's frame limit, or refusing it), then the message: whole when
+    /// it is at most `CHUNKED_ABOVE` (64 KiB), else its first `HEAD_LEN`
+    /// (4 KiB) bytes and the rest in quinn's chunks. `Ok(None)` when the
+    /// stream ends or fails.
+    pub async fn next_message<E>(&mut self, frame_len: impl FnOnce([u8; 4]) -> Result<usize, E>) -> Result<Option<(BytesMut, Vec<Bytes>)>, E> {
+        if !self.fill(4).await {
+            return Ok(None);
+        }
+        let mut prefix = [0u8; 4];
+        prefix.copy_from_slice(&self.buf.copy(4));
+        let len = frame_len(prefix)?;
+        if !self.fill(len).await {
+            return Ok(None);
+        }
+        Ok(Some(self.buf.message(len)))
+    }
+
+    /// Read until `want` bytes are buffered (one chunk more may come with
+    /// them). False when the stream ends or fails first.
+    async fn fill(&mut self, want: usize) -> bool {
         while self.buf.len < want {
             match self.stream.read_chunk(usize::MAX, true).await {
                 Ok(Some(c)) => self.buf.push(c.bytes),
@@ -46,18 +64,6 @@ impl StreamChunks {
             }
         }
         true
-    }
-
-    /// The next `n` buffered bytes, copied into one buffer.
-    pub fn copy(&mut self, n: usize) -> BytesMut {
-        self.buf.copy(n)
-    }
-
-    /// The next `len` buffered bytes as one message: whole when it is at
-    /// most [`CHUNKED_ABOVE`] bytes, else its first [`HEAD_LEN`] bytes and
-    /// then the rest in quinn's chunks.
-    pub fn message(&mut self, len: usize) -> (BytesMut, Vec<Bytes>) {
-        self.buf.message(len)
     }
 }
 

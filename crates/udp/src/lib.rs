@@ -24,7 +24,7 @@
 
 mod chunks;
 
-pub use chunks::{StreamChunks, CHUNKED_ABOVE, HEAD_LEN};
+pub use chunks::StreamChunks;
 
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncTimer, AsyncUdpSocket, UdpPoller};
