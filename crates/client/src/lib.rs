@@ -344,16 +344,10 @@ impl Client {
             }
             let more = tail.iter().map(Bytes::len).sum();
             let (data, len) = smbq_wire::read::decode_response_head(&r, more).map_err(|e| ClientError::Protocol(e.to_string()))?;
-            sink(off, data);
-            let (mut at, mut left) = (off + data.len() as u64, len - data.len());
-            for t in &tail {
-                let piece = &t[..t.len().min(left)];
-                if piece.is_empty() {
-                    break;
-                }
+            let mut at = off;
+            for piece in framing::payload(data, &tail, len) {
                 sink(at, piece);
                 at += piece.len() as u64;
-                left -= piece.len();
             }
             done += 1;
         }

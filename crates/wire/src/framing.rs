@@ -30,6 +30,21 @@ pub fn prefix(len: usize) -> [u8; 4] {
     [0, b[1], b[2], b[3]]
 }
 
+/// A payload of `len` bytes that starts in a message's head (`first`) and
+/// runs on into the chunks the rest of the message arrived in (`rest`), as
+/// the slices it is made of; empty pieces are left out.
+pub fn payload<'a, B: AsRef<[u8]>>(first: &'a [u8], rest: &'a [B], len: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
+    let mut left = len;
+    std::iter::once(first)
+        .chain(rest.iter().map(AsRef::as_ref))
+        .map_while(move |b| {
+            let piece = b.get(..b.len().min(left)).filter(|_| left > 0)?;
+            left -= piece.len();
+            Some(piece)
+        })
+        .filter(|p| !p.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,5 +54,16 @@ mod tests {
         assert_eq!(frame_len(prefix(1001), 1000), Err(FrameError::TooLong(1001)));
         assert_eq!(frame_len([0x81, 0, 0, 0], 1000), Err(FrameError::BadType(0x81)));
         assert_eq!(frame_len([0, 0xFF, 0xFF, 0xFF], MAX_FRAME), Ok(MAX_FRAME));
+    }
+
+    #[test]
+    fn payload_spans_head_and_chunks() {
+        let rest: [&[u8]; 3] = [b"cd", b"", b"efgh"];
+        let got: Vec<&[u8]> = payload(b"ab", &rest, 5).collect();
+        assert_eq!(got, [&b"ab"[..], b"cd", b"e"]);
+        assert_eq!(payload(b"", &rest, 3).collect::<Vec<_>>(), [&b"cd"[..], b"e"]);
+        assert_eq!(payload(b"ab", &rest, 0).count(), 0);
+        // Never more than is there.
+        assert_eq!(payload(b"ab", &rest, 100).map(<[u8]>::len).sum::<usize>(), 8);
     }
 }

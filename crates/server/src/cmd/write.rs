@@ -26,15 +26,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let (r, len) = WriteRequest::decode_head(req.msg, more).map_err(NtStatus::from)?;
     let len = u32::try_from(len).map_err(|_| NtStatus::INVALID_PARAMETER)?;
     // The data: its part in the message, then the chunks after it.
-    let mut data = vec![r.data];
-    let mut left = len as usize - r.data.len();
-    for t in req.tail {
-        let take = t.len().min(left);
-        if take > 0 {
-            data.push(&t[..take]);
-        }
-        left -= take;
-    }
+    let data: Vec<&[u8]> = smbq_wire::framing::payload(r.data, req.tail, len as usize).collect();
     //= MS-SMB2 3.3.5.13
     //# If Length is greater than Connection.MaxWriteSize, the server MUST
     //# fail the request with STATUS_INVALID_PARAMETER.
