@@ -567,9 +567,11 @@ fn debug_stats(name: &str, dir: &str, conn: &quinn::Connection) {
         return;
     }
     let st = conn.stats();
+    // quinn 0.11 counts udp_rx.ios per packet, not per receive call, so
+    // only the send side's calls are shown.
     eprintln!(
-        "{name} {dir}: mtu {}, sent {} datagrams in {} sends, received {} in {} receives, cwnd {}, lost {} packets",
-        st.path.current_mtu, st.udp_tx.datagrams, st.udp_tx.ios, st.udp_rx.datagrams, st.udp_rx.ios, st.path.cwnd, st.path.lost_packets
+        "{name} {dir}: mtu {}, sent {} datagrams in {} sends, received {} datagrams, cwnd {}, lost {} packets",
+        st.path.current_mtu, st.udp_tx.datagrams, st.udp_tx.ios, st.udp_rx.datagrams, st.path.cwnd, st.path.lost_packets
     );
 }
 
