@@ -4,7 +4,7 @@
 //! reads the file straight into the output buffer after the 16-byte head.
 
 use crate::header::HEADER_LEN;
-use crate::reader::{at, Put, Reader};
+use crate::reader::{at, at_head, Put, Reader};
 use crate::{check_structure_size, DecodeError, FileId};
 
 pub const REQUEST_SIZE: u16 = 49;
@@ -94,14 +94,7 @@ pub fn decode_response_head(msg: &[u8], more: usize) -> Result<(&[u8], usize), D
     let off = r.u8()? as usize;
     r.skip(1)?;
     let len = r.u32()? as usize;
-    if more == 0 {
-        return Ok((at(msg, off, len)?, len));
-    }
-    let end = off.checked_add(len).ok_or(DecodeError::OutOfBounds)?;
-    if off > msg.len() || end > msg.len().saturating_add(more) {
-        return Err(DecodeError::OutOfBounds);
-    }
-    Ok((msg.get(off..end.min(msg.len())).ok_or(DecodeError::OutOfBounds)?, len))
+    Ok((at_head(msg, off, len, more)?, len))
 }
 
 #[cfg(test)]

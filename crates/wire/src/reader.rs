@@ -80,6 +80,21 @@ pub fn at(msg: &[u8], offset: usize, len: usize) -> Result<&[u8], DecodeError> {
     msg.get(offset..end).ok_or(DecodeError::OutOfBounds)
 }
 
+/// [`at`] for a message of which `msg` is the first part and `more` bytes
+/// follow elsewhere (kept in the chunks they arrived in): with `more`, the
+/// field must start inside `msg` and may run on into those bytes, and its
+/// part inside `msg` is returned.
+pub fn at_head(msg: &[u8], offset: usize, len: usize, more: usize) -> Result<&[u8], DecodeError> {
+    if more == 0 {
+        return at(msg, offset, len);
+    }
+    let end = offset.checked_add(len).ok_or(DecodeError::OutOfBounds)?;
+    if offset > msg.len() || end > msg.len().saturating_add(more) {
+        return Err(DecodeError::OutOfBounds);
+    }
+    msg.get(offset..end.min(msg.len())).ok_or(DecodeError::OutOfBounds)
+}
+
 /// Little-endian writers for `Vec<u8>`.
 pub trait Put {
     fn u8(&mut self, v: u8);

@@ -1,7 +1,7 @@
 //! WRITE request and response (MS-SMB2 2.2.21, 2.2.22).
 
 use crate::header::HEADER_LEN;
-use crate::reader::{at, Put, Reader};
+use crate::reader::{at, at_head, Put, Reader};
 use crate::{check_structure_size, DecodeError, FileId};
 
 pub const REQUEST_SIZE: u16 = 49;
@@ -51,15 +51,7 @@ impl<'a> WriteRequest<'a> {
             return Err(DecodeError::OutOfBounds);
         }
         at(msg, info_off, info_len)?;
-        let data = if more == 0 {
-            at(msg, data_off, len)?
-        } else {
-            let end = data_off.checked_add(len).ok_or(DecodeError::OutOfBounds)?;
-            if data_off > msg.len() || end > msg.len().saturating_add(more) {
-                return Err(DecodeError::OutOfBounds);
-            }
-            msg.get(data_off..end.min(msg.len())).ok_or(DecodeError::OutOfBounds)?
-        };
+        let data = at_head(msg, data_off, len, more)?;
         Ok((WriteRequest { offset, file_id, channel, remaining_bytes, flags, data }, len))
     }
 
