@@ -119,9 +119,8 @@ impl Client {
 
     /// Next response frame, unsealed; interim STATUS_PENDING answers are skipped.
     pub async fn recv(&mut self) -> Result<Vec<u8>, ClientError> {
-        let (mut m, tail) = self.recv_parts().await?;
-        tail.iter().for_each(|t| m.extend_from_slice(t));
-        Ok(m)
+        let (m, tail) = self.recv_parts().await?;
+        Ok(framing::gather(m, &tail))
     }
 
     /// [`Client::recv`], but a large unsealed response over QUIC comes as
@@ -152,9 +151,7 @@ impl Client {
             let (m, tail) = if tail.is_empty() || !transform::is_transform(&m) {
                 (m, tail)
             } else {
-                let mut whole = m;
-                tail.iter().for_each(|t| whole.extend_from_slice(t));
-                (whole, Vec::new())
+                (framing::gather(m, &tail), Vec::new())
             };
             let m = self.core.open(m)?;
             let h = Header::decode(&m).map_err(|e| ClientError::Protocol(e.to_string()))?;

@@ -168,10 +168,7 @@ impl Connection {
         let r = if tail.is_empty() || plain_write(head) {
             self.handle_inner(now, head, tail)
         } else {
-            let mut whole = Vec::with_capacity(head.len() + tail.iter().map(Bytes::len).sum::<usize>());
-            whole.extend_from_slice(head);
-            tail.iter().for_each(|t| whole.extend_from_slice(t));
-            self.handle_inner(now, &mut whole, &[])
+            self.handle_inner(now, &mut framing::gather(head.to_vec(), tail), &[])
         };
         if r.is_ok() && !self.pending.is_empty() {
             // A request may have released a lock or closed a watched handle.

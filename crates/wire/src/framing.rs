@@ -45,6 +45,14 @@ pub fn payload<'a, B: AsRef<[u8]>>(first: &'a [u8], rest: &'a [B], len: usize) -
         .filter(|p| !p.is_empty())
 }
 
+/// A message that came as `head` and then the chunks `tail`, in one buffer
+/// (`head` itself when there are none).
+pub fn gather<B: AsRef<[u8]>>(mut head: Vec<u8>, tail: &[B]) -> Vec<u8> {
+    head.reserve(tail.iter().map(|t| t.as_ref().len()).sum());
+    tail.iter().for_each(|t| head.extend_from_slice(t.as_ref()));
+    head
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +62,13 @@ mod tests {
         assert_eq!(frame_len(prefix(1001), 1000), Err(FrameError::TooLong(1001)));
         assert_eq!(frame_len([0x81, 0, 0, 0], 1000), Err(FrameError::BadType(0x81)));
         assert_eq!(frame_len([0, 0xFF, 0xFF, 0xFF], MAX_FRAME), Ok(MAX_FRAME));
+    }
+
+    #[test]
+    fn gather_joins_head_and_chunks() {
+        let rest: [&[u8]; 3] = [b"cd", b"", b"efgh"];
+        assert_eq!(gather(b"ab".to_vec(), &rest), b"abcdefgh");
+        assert_eq!(gather::<&[u8]>(b"ab".to_vec(), &[]), b"ab");
     }
 
     #[test]
