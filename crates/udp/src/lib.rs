@@ -3,8 +3,7 @@
 //! the chunks quinn returns.
 //!
 //! The socket does two things quinn 0.11 does not do by itself, both
-//! measured on loopback
-//! (`smbq-bench`):
+//! measured on loopback (`smbq-bench`):
 //! - **Large buffers**: 8 MiB by default; bursts of a fast sender overflow
 //!   the kernel's ~200 KiB and read as loss.
 //! - **Datagrams up to 64 KiB** where the path allows them (loopback, whose
