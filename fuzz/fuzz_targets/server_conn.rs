@@ -15,7 +15,7 @@ fn server() -> Arc<Server> {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut c = ServerConfig::default();
         c.limits.failed_logon_delay_ms = 0;
-        c.shares.push(ShareConfig { name: "share".into(), path: dir.path().into(), read_only: false, encrypt: Default::default() });
+        c.shares.push(ShareConfig::new("share", dir.path()));
         let mut users = UserDb::new();
         users.add("alice", "secret");
         (Arc::new(Server::new(c, users).expect("server")), dir)
