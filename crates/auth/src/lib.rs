@@ -1,6 +1,6 @@
 //! SPNEGO (RFC 4178, MS-SPNG) wrapping NTLMSSP with NTLMv2 (MS-NLMP), as
-//! server ([`ServerAuth`]) and client ([`ClientAuth`]), sans-IO; and the users
-//! file ([`UserDb`]).
+//! server ([`ServerAuth`]) and client ([`ClientAuth`]), sans-IO; the users
+//! file ([`UserDb`]); crash-safe writes of state files ([`state_file`]).
 //!
 //! Error to NTSTATUS mapping for SESSION_SETUP (MS-SMB2 3.3.5.5.3):
 //! [`AuthError::LogonFailure`] -> STATUS_LOGON_FAILURE,
@@ -14,6 +14,7 @@ mod client;
 mod ntlm;
 mod server;
 mod spnego;
+pub mod state_file;
 mod userdb;
 
 pub use client::ClientAuth;

@@ -1,8 +1,7 @@
 //! The users file: `name:<32 hex digits of the NT hash>` per line.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io;
 use std::path::Path;
 
 use crate::ntlm::nt_hash;
@@ -46,8 +45,9 @@ impl UserDb {
         Ok(db)
     }
 
-    /// Writes the file atomically: a 0600 temporary file in the same
-    /// directory, synced, then renamed over `path`.
+    /// Writes the file atomically and durably, mode 0600 from creation
+    /// ([`crate::state_file::write_atomic`]): after a crash `path` holds the
+    /// old or the new users, never part of either.
     pub fn save(&self, path: &Path) -> io::Result<()> {
         let mut text = String::from("# smbq users: name:NT-hash (MD4 of the UTF-16LE password)\n");
         for (name, hash) in &self.users {
@@ -56,25 +56,7 @@ impl UserDb {
             text.push_str(&hex::encode(hash));
             text.push('\n');
         }
-        let file_name = path
-            .file_name()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "users file path has no file name"))?;
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(file_name);
-        tmp_name.push(format!(".tmp{}", std::process::id()));
-        let tmp = path.with_file_name(tmp_name);
-        let result = (|| {
-            let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-            // The mode above is filtered by the umask and ignored for an existing file.
-            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        crate::state_file::write_atomic(path, text.as_bytes(), 0o600)
     }
 
     /// Adds `name` with the NT hash of `password`, replacing any entry.
@@ -100,6 +82,7 @@ impl UserDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn temp_dir(tag: &str) -> std::path::PathBuf {
         let nanos = std::time::SystemTime::now()
@@ -142,6 +125,64 @@ mod tests {
         db.save(&path).unwrap();
         assert_eq!(UserDb::load(&path).unwrap().names(), vec!["ünïcode"]);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn concurrent_saves_all_succeed_and_never_mix() {
+        let dir = temp_dir("concurrent");
+        let path = dir.join("users");
+        let dbs: Vec<UserDb> = (0..8)
+            .map(|t| {
+                let mut db = UserDb::new();
+                for u in 0..50 {
+                    db.add(&format!("thread{t}-user{u}"), &format!("password {t} {u}"));
+                }
+                db
+            })
+            .collect();
+        std::thread::scope(|s| {
+            for db in &dbs {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..40 {
+                        db.save(path).unwrap();
+                    }
+                });
+            }
+        });
+        let last = UserDb::load(&path).unwrap();
+        assert!(dbs.contains(&last), "the file mixes several saves");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "temporary files left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stale_temp_from_a_crashed_save_is_harmless() {
+        let dir = temp_dir("stale");
+        let path = dir.join("users");
+        let mut db = UserDb::new();
+        db.add("alice", "secret");
+        db.save(&path).unwrap();
+        // What a save killed before its rename leaves, under names this
+        // process may pick again (pids are reused, e.g. pid 1 in containers):
+        // half-written files, world-readable, and one that is a symbolic link.
+        let pid = std::process::id();
+        let leak = dir.join("leak");
+        std::os::unix::fs::symlink(&leak, dir.join(format!(".users.tmp{pid}"))).unwrap();
+        for seq in 0..4 {
+            let stale = dir.join(format!(".users.tmp{pid}.{seq}"));
+            std::fs::write(&stale, "bob:a4f49c40").unwrap();
+            std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        assert_eq!(UserDb::load(&path).unwrap(), db);
+        db.add("bob", "Password");
+        db.save(&path).unwrap();
+        assert_eq!(UserDb::load(&path).unwrap(), db);
+        assert!(!leak.exists(), "the save wrote through a stale link");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
