@@ -249,7 +249,7 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let mut users = UserDb::new();
     users.add("bench", "bench");
     let mut config = ServerConfig::default();
-    config.shares.push(ShareConfig { name: "share".into(), path: dir.path().join("share"), read_only: false, encrypt: EncryptPolicy::Required });
+    config.shares.push(ShareConfig { encrypt: EncryptPolicy::Required, ..ShareConfig::new("share", dir.path().join("share")) });
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
     let (id, _) = tls::load_or_generate(dir.path(), None, &[])?;
     let cert = id.chain[0].clone();

@@ -29,14 +29,29 @@ impl std::str::FromStr for EncryptPolicy {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ShareConfig {
     pub name: String,
     pub path: PathBuf,
+    /// Read-only for everyone.
     #[serde(default)]
     pub read_only: bool,
     #[serde(default)]
     pub encrypt: EncryptPolicy,
+    /// Who may connect (user names, case-insensitive); `None` = every user.
+    #[serde(default)]
+    pub users: Option<Vec<String>>,
+    /// Users who may connect but not modify anything.
+    #[serde(default)]
+    pub read_only_users: Vec<String>,
+}
+
+impl ShareConfig {
+    /// A read-write share open to every user.
+    pub fn new(name: impl Into<String>, path: impl Into<PathBuf>) -> ShareConfig {
+        ShareConfig { name: name.into(), path: path.into(), ..ShareConfig::default() }
+    }
 }
 
 /// Limits that bound what peers can make the server hold.
@@ -62,6 +77,13 @@ pub struct Limits {
     pub max_security_blob: usize,
     /// Requests in flight per connection (queued plus async).
     pub max_outstanding: usize,
+    /// Seconds after which a peer that stopped answering (no FIN: a
+    /// vanished laptop, a cut cable) is dropped and its opens, share modes
+    /// and locks released: TCP keepalive probes and TCP_USER_TIMEOUT.
+    pub dead_peer_secs: u64,
+    /// Bytes of received requests all connections together may hold
+    /// before the engine has handled them; readers wait when it is spent.
+    pub memory_budget: usize,
 }
 
 impl Default for Limits {
@@ -79,11 +101,50 @@ impl Default for Limits {
             failed_logon_delay_ms: 500,
             max_security_blob: 64 * 1024,
             max_outstanding: 1024,
+            dead_peer_secs: 120,
+            memory_budget: 1 << 30,
         }
     }
 }
 
 impl Limits {
+    /// Refuse values outside what the protocol and this server can honour,
+    /// naming the key (checked at start, before anything is served).
+    pub fn check(&self) -> Result<(), String> {
+        let range = |key: &str, v: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("limits.{key} = {v} is outside {lo}..={hi}"))
+            }
+        };
+        range("max_connections", self.max_connections as u64, 1, 1 << 20)?;
+        range("max_sessions_per_connection", self.max_sessions_per_connection as u64, 1, 1 << 16)?;
+        range("max_sessions", self.max_sessions as u64, 1, 1 << 24)?;
+        range("max_opens_per_connection", self.max_opens_per_connection as u64, 1, 1 << 24)?;
+        range("max_trees_per_session", self.max_trees_per_session as u64, 1, 1 << 16)?;
+        // MS-SMB2 3.3.1.2: the window must let at least one request through;
+        // Windows and Samba grant up to 8192 and never more than the field holds.
+        range("credits", u64::from(self.credits), 1, u64::from(u16::MAX))?;
+        // 64 KiB is the smallest MaxReadSize a 2.1+ client expects; a READ
+        // response must fit the 24-bit Direct TCP length with its headers.
+        range("max_io", u64::from(self.max_io), 65536, 8 << 20)?;
+        range("preauth_timeout_secs", self.preauth_timeout_secs, 1, 3600)?;
+        range("idle_timeout_secs", self.idle_timeout_secs, 1, 7 * 24 * 3600)?;
+        range("dead_peer_secs", self.dead_peer_secs, 2, 24 * 3600)?;
+        range("failed_logon_delay_ms", self.failed_logon_delay_ms, 0, 60_000)?;
+        range("max_security_blob", self.max_security_blob as u64, 1024, 1 << 20)?;
+        range("max_outstanding", self.max_outstanding as u64, 1, 1 << 16)?;
+        range("memory_budget", self.memory_budget as u64, self.max_frame() as u64, 1 << 40)?;
+        Ok(())
+    }
+
+    /// Largest frame a peer may send before it has a session: NEGOTIATE
+    /// and SESSION_SETUP are small (the security blob plus headers).
+    pub fn preauth_max_frame(&self) -> usize {
+        self.max_security_blob + 4096
+    }
+
     pub fn preauth_timeout(&self) -> Duration {
         Duration::from_secs(self.preauth_timeout_secs)
     }

@@ -199,6 +199,8 @@ impl Connection {
     /// Queue a framed response. `buf` starts with 4 bytes reserved for the prefix.
     pub(crate) fn queue(&mut self, mut buf: Vec<u8>) {
         let len = buf.len().saturating_sub(4);
+        // dispatch bounds every response below it (MAX_RESPONSE).
+        debug_assert!(len <= framing::MAX_FRAME, "response of {len} bytes overflows the frame length");
         if let Some(p) = buf.get_mut(..4) {
             p.copy_from_slice(&framing::prefix(len));
         }
@@ -226,9 +228,14 @@ impl Connection {
         Some(t)
     }
 
+    /// Whether a session on this connection has completed its logon.
+    pub fn authenticated(&self) -> bool {
+        self.st.sessions.values().any(|s| s.is_valid())
+    }
+
     fn deadline(&self) -> Instant {
         let l = &self.st.server.config.limits;
-        if self.st.sessions.values().any(|s| s.is_valid()) {
+        if self.authenticated() {
             self.last_activity + Duration::from_secs(l.idle_timeout_secs)
         } else {
             self.created + l.preauth_timeout()
@@ -247,10 +254,10 @@ impl Connection {
             dispatch::retry_pending(self, now);
         }
         if now >= self.deadline() && self.pending.is_empty() {
-            let idle_with_opens = !self.st.opens.is_empty() && self.st.sessions.values().any(|s| s.is_valid());
+            let idle_with_opens = !self.st.opens.is_empty() && self.authenticated();
             if !idle_with_opens {
                 self.closed = true;
-                return Err(Fatal::Timeout(if self.st.sessions.values().any(|s| s.is_valid()) {
+                return Err(Fatal::Timeout(if self.authenticated() {
                     "idle"
                 } else {
                     "no authenticated session in time"

@@ -129,6 +129,18 @@ impl Ctx<'_> {
 
 type Handler = fn(&mut Ctx<'_>, &Req<'_>) -> HResult;
 
+/// Whether a request changes what a share holds. On a read-only tree (a
+/// share marked read-only, or a share's read-only user) a modifying
+/// request is refused with STATUS_ACCESS_DENIED before its handler runs.
+#[derive(Clone, Copy)]
+pub enum Modifies {
+    Never,
+    Always,
+    /// Decided from the request body (CREATE's access and disposition,
+    /// SET_INFO's class, IOCTL's control code).
+    When(fn(&[u8]) -> bool),
+}
+
 /// Preconditions per command (the Samba `smbd_smb2_table` idea): checked
 /// here, once, before the handler runs.
 pub struct CommandSpec {
@@ -137,34 +149,37 @@ pub struct CommandSpec {
     pub structure_size: u16,
     pub needs_session: bool,
     pub needs_tree: bool,
+    pub modifies: Modifies,
     pub handler: Handler,
 }
 
-const fn spec(command: Command, structure_size: u16, needs_session: bool, needs_tree: bool, handler: Handler) -> CommandSpec {
-    CommandSpec { command, structure_size, needs_session, needs_tree, handler }
+const fn spec(command: Command, structure_size: u16, needs_session: bool, needs_tree: bool, modifies: Modifies, handler: Handler) -> CommandSpec {
+    CommandSpec { command, structure_size, needs_session, needs_tree, modifies, handler }
 }
+
+use Modifies::{Always, Never, When};
 
 /// Indexed by opcode; `TABLE[i].command.0 == i` (tested).
 pub static TABLE: [CommandSpec; 19] = [
-    spec(Command::NEGOTIATE, 36, false, false, cmd::negotiate::handle),
-    spec(Command::SESSION_SETUP, 25, false, false, cmd::session_setup::handle),
-    spec(Command::LOGOFF, 4, true, false, cmd::logoff::handle),
-    spec(Command::TREE_CONNECT, 9, true, false, cmd::tree_connect::handle),
-    spec(Command::TREE_DISCONNECT, 4, true, true, cmd::tree_disconnect::handle),
-    spec(Command::CREATE, 57, true, true, cmd::create::handle),
-    spec(Command::CLOSE, 24, true, true, cmd::close::handle),
-    spec(Command::FLUSH, 24, true, true, cmd::flush::handle),
-    spec(Command::READ, 49, true, true, cmd::read::handle),
-    spec(Command::WRITE, 49, true, true, cmd::write::handle),
-    spec(Command::LOCK, 48, true, true, cmd::lock::handle),
-    spec(Command::IOCTL, 57, true, true, cmd::ioctl::handle),
-    spec(Command::CANCEL, 4, false, false, not_supported),
-    spec(Command::ECHO, 4, false, false, cmd::echo::handle),
-    spec(Command::QUERY_DIRECTORY, 33, true, true, cmd::query_directory::handle),
-    spec(Command::CHANGE_NOTIFY, 32, true, true, cmd::change_notify::handle),
-    spec(Command::QUERY_INFO, 41, true, true, cmd::query_info::handle),
-    spec(Command::SET_INFO, 33, true, true, cmd::set_info::handle),
-    spec(Command::OPLOCK_BREAK, 24, true, true, not_supported),
+    spec(Command::NEGOTIATE, 36, false, false, Never, cmd::negotiate::handle),
+    spec(Command::SESSION_SETUP, 25, false, false, Never, cmd::session_setup::handle),
+    spec(Command::LOGOFF, 4, true, false, Never, cmd::logoff::handle),
+    spec(Command::TREE_CONNECT, 9, true, false, Never, cmd::tree_connect::handle),
+    spec(Command::TREE_DISCONNECT, 4, true, true, Never, cmd::tree_disconnect::handle),
+    spec(Command::CREATE, 57, true, true, When(cmd::create::modifies), cmd::create::handle),
+    spec(Command::CLOSE, 24, true, true, Never, cmd::close::handle),
+    spec(Command::FLUSH, 24, true, true, Never, cmd::flush::handle),
+    spec(Command::READ, 49, true, true, Never, cmd::read::handle),
+    spec(Command::WRITE, 49, true, true, Always, cmd::write::handle),
+    spec(Command::LOCK, 48, true, true, Never, cmd::lock::handle),
+    spec(Command::IOCTL, 57, true, true, When(cmd::ioctl::modifies), cmd::ioctl::handle),
+    spec(Command::CANCEL, 4, false, false, Never, not_supported),
+    spec(Command::ECHO, 4, false, false, Never, cmd::echo::handle),
+    spec(Command::QUERY_DIRECTORY, 33, true, true, Never, cmd::query_directory::handle),
+    spec(Command::CHANGE_NOTIFY, 32, true, true, Never, cmd::change_notify::handle),
+    spec(Command::QUERY_INFO, 41, true, true, Never, cmd::query_info::handle),
+    spec(Command::SET_INFO, 33, true, true, When(cmd::set_info::modifies), cmd::set_info::handle),
+    spec(Command::OPLOCK_BREAK, 24, true, true, Never, not_supported),
 ];
 
 fn not_supported(_: &mut Ctx<'_>, _: &Req<'_>) -> HResult {
@@ -173,6 +188,13 @@ fn not_supported(_: &mut Ctx<'_>, _: &Req<'_>) -> HResult {
 
 /// At most this many elements in one compound.
 const MAX_COMPOUND: usize = 128;
+
+/// The most a response message may hold: the 24-bit Direct TCP length
+/// (MS-SMB2 2.1) less the transform header, with room left for an error
+/// answer to every element the compound may still hold. An element whose
+/// response would pass it (several large READs in one compound) fails
+/// alone with STATUS_INSUFFICIENT_RESOURCES; the frame stays well formed.
+const MAX_RESPONSE: usize = smbq_wire::framing::MAX_FRAME - TRANSFORM_HEADER_LEN - MAX_COMPOUND * (HEADER_LEN + 16);
 
 /// State carried between the elements of a compound (MS-SMB2 3.3.5.2.7).
 #[derive(Default)]
@@ -288,7 +310,7 @@ fn element(
         _ => {}
     }
     if command == Command::CANCEL {
-        cancel(c, hdr);
+        cancel(c, hdr, enc);
         return Ok(None);
     }
     let large_mtu = c.st.neg.as_ref().is_some_and(|n| n.dialect != Dialect::SMB202);
@@ -321,17 +343,28 @@ fn element(
     //# a related operation takes the session, tree and file of the previous
     //# one; the first operation of a compound cannot be related (Windows and
     //# Samba answer STATUS_INVALID_PARAMETER, as smbtorture smb2.compound.invalid1 checks).
+    //= MS-SMB2 3.3.5.2.1.1, 3.3.5.2.9
+    //# every element of a decrypted message must name the session whose
+    //# key decrypted it (a related element inherits it); otherwise the
+    //# request fails with STATUS_ACCESS_DENIED, as Samba answers.
+    let foreign = enc.is_some_and(|e| e != session_id);
     let result = match (related, chain.create_failed) {
         (true, _) if !chain.valid => Err(NtStatus::INVALID_PARAMETER),
+        _ if foreign => Err(NtStatus::ACCESS_DENIED),
         (true, Some(st)) => Err(st),
         _ => check(&mut ctx, req.msg).and_then(|spec| (spec.handler)(&mut ctx, req)),
     };
     let lookup_failed = matches!(result, Err(NtStatus::USER_SESSION_DELETED | NtStatus::NETWORK_NAME_DELETED))
-        || (related && !chain.valid);
+        || (related && !chain.valid)
+        || foreign;
     let Ctx { session_id, tree_id, related_file_id, go_async, disconnect, .. } = ctx;
     if disconnect {
         return Err(Fatal::PeerMisbehaved("request the spec answers by disconnecting"));
     }
+    let result = match result {
+        Ok(_) if out.len() > MAX_RESPONSE => Err(NtStatus::INSUFFICIENT_RESOURCES),
+        r => r,
+    };
     let mut status = match result {
         Ok(s) => s,
         Err(s) => {
@@ -488,14 +521,26 @@ fn check(ctx: &mut Ctx<'_>, elem: &[u8]) -> Result<&'static CommandSpec, NtStatu
         if t.encrypt && !encrypted {
             return Err(NtStatus::ACCESS_DENIED);
         }
+        let modifies = match spec.modifies {
+            Never => false,
+            Always => true,
+            When(f) => f(body),
+        };
+        if modifies && t.share.read_only() {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
     }
     Ok(spec)
 }
 
 /// CANCEL (MS-SMB2 3.3.5.16): complete the matching pending request with
 /// STATUS_CANCELLED; no response to the CANCEL itself.
-fn cancel(c: &mut Connection, hdr: &Header) {
+fn cancel(c: &mut Connection, hdr: &Header, enc: Option<u64>) {
     let pos = c.pending.iter().position(|p| {
+        // A sealed CANCEL cancels only requests of the session that sealed it.
+        if enc.is_some_and(|e| e != p.session_id) {
+            return false;
+        }
         if hdr.is_async() {
             p.async_id == hdr.async_id
         } else {

@@ -8,6 +8,7 @@ use smbq_vfs::PosixFs;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
+use tokio::sync::Semaphore;
 
 pub enum ShareKind {
     Disk(PosixFs),
@@ -19,9 +20,32 @@ pub struct Share {
     pub name: String,
     pub kind: ShareKind,
     pub encrypt: EncryptPolicy,
+    /// Who may connect (lower-case names); `None` = every user.
+    users: Option<Vec<String>>,
+    /// The share as its read-only users see it: the same root through a
+    /// file system view that refuses every change.
+    read_only_view: Option<Arc<Share>>,
 }
 
 impl Share {
+    /// The share as `user` may use it, or `None` if `user` may not
+    /// connect. User names compare case-insensitively, as logons do.
+    pub fn for_user(self: &Arc<Share>, user: &str) -> Option<Arc<Share>> {
+        let user = user.to_lowercase();
+        if self.users.as_ref().is_some_and(|u| !u.contains(&user)) {
+            return None;
+        }
+        match &self.read_only_view {
+            Some(view) if view.users.as_ref().is_some_and(|ro| ro.contains(&user)) => Some(Arc::clone(view)),
+            _ => Some(Arc::clone(self)),
+        }
+    }
+
+    /// Whether the tree is read-only for whoever holds this view of it.
+    pub fn read_only(&self) -> bool {
+        self.fs().is_some_and(PosixFs::read_only)
+    }
+
     pub fn fs(&self) -> Option<&PosixFs> {
         match &self.kind {
             ShareKind::Disk(fs) => Some(fs),
@@ -42,11 +66,15 @@ pub struct Server {
     next_session_id: AtomicU64,
     pub connections: AtomicUsize,
     pub sessions: AtomicUsize,
+    /// `limits.memory_budget`: bytes of received, not yet handled requests
+    /// all connections together may hold (the transports take from it).
+    pub memory: Arc<Semaphore>,
 }
 
 impl Server {
     /// Open every share root; a missing or unreadable one is an error.
     pub fn new(config: ServerConfig, users: UserDb) -> Result<Server, String> {
+        config.limits.check()?;
         let mut shares = Vec::new();
         for s in &config.shares {
             let fs = PosixFs::new(&s.path, s.read_only)
@@ -54,11 +82,19 @@ impl Server {
             if s.name.eq_ignore_ascii_case("IPC$") || s.name.is_empty() || s.name.len() > 80 {
                 return Err(format!("invalid share name {:?}", s.name));
             }
-            shares.push(Arc::new(Share { name: s.name.clone(), kind: ShareKind::Disk(fs), encrypt: s.encrypt }));
+            let lower = |v: &[String]| v.iter().map(|u| u.to_lowercase()).collect::<Vec<_>>();
+            // The view's `users` lists who gets it: the read-only users.
+            let read_only_view = (!s.read_only_users.is_empty() && !s.read_only).then(|| {
+                let kind = ShareKind::Disk(fs.read_only_view());
+                let ro = Some(lower(&s.read_only_users));
+                Arc::new(Share { name: s.name.clone(), kind, encrypt: s.encrypt, users: ro, read_only_view: None })
+            });
+            let users = s.users.as_deref().map(lower);
+            shares.push(Arc::new(Share { name: s.name.clone(), kind: ShareKind::Disk(fs), encrypt: s.encrypt, users, read_only_view }));
         }
-        shares.push(Arc::new(Share { name: "IPC$".into(), kind: ShareKind::Ipc, encrypt: EncryptPolicy::Off }));
+        let ipc = Share { name: "IPC$".into(), kind: ShareKind::Ipc, encrypt: EncryptPolicy::Off, users: None, read_only_view: None };
+        shares.push(Arc::new(ipc));
         Ok(Server {
-            config,
             users: RwLock::new(users),
             shares,
             guid: rand::random(),
@@ -68,6 +104,8 @@ impl Server {
             next_session_id: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             sessions: AtomicUsize::new(0),
+            memory: Arc::new(Semaphore::new(config.limits.memory_budget.min(Semaphore::MAX_PERMITS))),
+            config,
         })
     }
 

@@ -39,7 +39,7 @@ impl Client {
         let mut users = UserDb::new();
         users.add("alice", "secret");
         let mut config = ServerConfig { encrypt: smbq_server::EncryptPolicy::Off, ..Default::default() };
-        config.shares.push(ShareConfig { name: "share".into(), path: dir.path().into(), read_only: false, encrypt: smbq_server::EncryptPolicy::Off });
+        config.shares.push(ShareConfig { encrypt: smbq_server::EncryptPolicy::Off, ..ShareConfig::new("share", dir.path()) });
         let srv = Arc::new(Server::new(config, users).unwrap());
         let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
         let mut c = Client { conn: Connection::new(srv.clone(), info, Instant::now()), srv, dir, next_id: 0, session_id: 0, tree_id: 0 };

@@ -97,15 +97,30 @@ impl Default for QuicSection {
 }
 
 impl QuicSection {
-    pub fn options(&self) -> QuicOptions {
-        QuicOptions {
-            idle_timeout: Duration::from_secs(self.idle_timeout_secs.max(1)),
+    /// The transport's options; values outside what QUIC (RFC 9000 18.2:
+    /// windows are varints) and this server can honour are refused, naming
+    /// the key.
+    pub fn options(&self) -> Result<QuicOptions, String> {
+        let range = |key: &str, v: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("quic_options.{key} = {v} is outside {lo}..={hi}"))
+            }
+        };
+        range("idle_timeout_secs", self.idle_timeout_secs, 1, 24 * 3600)?;
+        range("keep_alive_secs", self.keep_alive_secs, 0, self.idle_timeout_secs.saturating_sub(1))?;
+        range("stream_window", self.stream_window, 65536, 1 << 32)?;
+        range("connection_window", self.connection_window, self.stream_window, 1 << 33)?;
+        range("udp_buffer", self.udp_buffer as u64, 65536, 1 << 30)?;
+        Ok(QuicOptions {
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
             keep_alive: (self.keep_alive_secs > 0).then(|| Duration::from_secs(self.keep_alive_secs)),
             stream_window: self.stream_window,
             connection_window: self.connection_window,
             udp_buffer: self.udp_buffer,
             ..QuicOptions::default()
-        }
+        })
     }
 }
 
@@ -116,17 +131,26 @@ impl FileConfig {
     }
 }
 
-/// `NAME=DIR[,ro][,encrypt=required|desired|off]`
+/// `NAME=DIR[,ro][,encrypt=required|desired|off][,users=A+B][,read_only_users=C+D]`
 pub fn parse_share(s: &str) -> Result<ShareConfig, String> {
-    let (name, rest) = s.split_once('=').ok_or("expected NAME=DIR[,ro][,encrypt=...]")?;
+    let (name, rest) = s.split_once('=').ok_or("expected NAME=DIR[,ro][,encrypt=...][,users=A+B][,read_only_users=C]")?;
+    let names = |v: &str| -> Result<Vec<String>, String> {
+        let list: Vec<String> = v.split('+').map(str::to_string).collect();
+        if list.iter().any(String::is_empty) {
+            return Err(format!("empty user name in {v:?}"));
+        }
+        Ok(list)
+    };
     let mut parts = rest.split(',');
     let path = parts.next().filter(|p| !p.is_empty()).ok_or("missing DIR")?;
-    let mut share = ShareConfig { name: name.to_string(), path: path.into(), read_only: false, encrypt: EncryptPolicy::default() };
+    let mut share = ShareConfig::new(name, path);
     for opt in parts {
         match opt.split_once('=') {
             None if opt == "ro" => share.read_only = true,
             None if opt == "rw" => share.read_only = false,
             Some(("encrypt", v)) => share.encrypt = v.parse()?,
+            Some(("users", v)) => share.users = Some(names(v)?),
+            Some(("read_only_users", v)) => share.read_only_users = names(v)?,
             _ => return Err(format!("unknown share option {opt:?}")),
         }
     }
@@ -147,6 +171,49 @@ mod tests {
         assert!(parse_share("docs").is_err());
         assert!(parse_share("docs=/x,bogus").is_err());
         assert!(parse_share("docs=/x,encrypt=maybe").is_err());
+        let s = parse_share("docs=/srv/d,users=alice+bob,read_only_users=bob").unwrap();
+        assert_eq!(s.users, Some(vec!["alice".to_string(), "bob".to_string()]));
+        assert_eq!(s.read_only_users, vec!["bob".to_string()]);
+        assert!(parse_share("docs=/x,users=alice+").is_err());
+    }
+
+    /// A misspelled key anywhere is an error that names it, never a
+    /// silently ignored setting (`readonly` would leave a share writable).
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        for (text, key) in [
+            ("[[share]]\nname = \"a\"\npath = \"/tmp\"\nreadonly = true\n", "readonly"),
+            ("[limits]\nmax_iosize = 1\n", "max_iosize"),
+            ("[quic_options]\nidle_timeout = 5\n", "idle_timeout"),
+            ("encryption = \"required\"\n", "encryption"),
+        ] {
+            let e = toml::from_str::<FileConfig>(text).expect_err(text).to_string();
+            assert!(e.contains(key), "{e}");
+        }
+        let c: FileConfig = toml::from_str("[[share]]\nname = \"a\"\npath = \"/tmp\"\nusers = [\"alice\"]\nread_only_users = [\"bob\"]\n").unwrap();
+        assert_eq!(c.share[0].users.as_deref(), Some(&["alice".to_string()][..]));
+        assert_eq!(c.share[0].read_only_users, vec!["bob".to_string()]);
+    }
+
+    /// Numeric limits outside the protocol's bounds are refused at start.
+    #[test]
+    fn limits_out_of_bounds_are_refused() {
+        assert!(Limits::default().check().is_ok());
+        for text in [
+            "[limits]\nmax_io = 16777216\n",
+            "[limits]\nmax_io = 1024\n",
+            "[limits]\ncredits = 0\n",
+            "[limits]\npreauth_timeout_secs = 0\n",
+            "[limits]\nidle_timeout_secs = 0\n",
+            "[limits]\ndead_peer_secs = 0\n",
+            "[limits]\nmemory_budget = 1024\n",
+        ] {
+            let c: FileConfig = toml::from_str(text).unwrap();
+            let e = c.limits.check().expect_err(text);
+            let key = text.split('\n').nth(1).unwrap().split(' ').next().unwrap();
+            assert!(e.contains(key), "{e}");
+        }
+        assert!(toml::from_str::<FileConfig>("[limits]\ncredits = 70000\n").is_err(), "credits is 16 bits");
     }
 
     #[test]
@@ -163,7 +230,12 @@ mod tests {
         assert_eq!(c.quic.unwrap().port(), 8443);
         assert!(c.quic_options.require_client_cert);
         assert!(c.quic_options.transport_security, "defaults fill the rest of the table");
-        assert_eq!(c.quic_options.options().keep_alive, None);
+        assert_eq!(c.quic_options.options().unwrap().keep_alive, None);
+        for bad in ["idle_timeout_secs = 0", "keep_alive_secs = 500", "stream_window = 10", "udp_buffer = 1"] {
+            let c: FileConfig = toml::from_str(&format!("[quic_options]\n{bad}\n")).unwrap();
+            let e = c.quic_options.options().expect_err(bad);
+            assert!(e.contains(bad.split(' ').next().unwrap()), "{e}");
+        }
         assert!(toml::from_str::<FileConfig>("bogus = 1").is_err());
         assert!(toml::from_str::<FileConfig>("[quic_options]\nbogus = 1").is_err());
     }

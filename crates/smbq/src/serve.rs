@@ -90,7 +90,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if shares.is_empty() {
         let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("share"));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        shares.push(ShareConfig { name: "share".into(), path: dir, read_only: false, encrypt: EncryptPolicy::default() });
+        shares.push(ShareConfig::new("share", dir));
     } else if args.dir.is_some() {
         bail!("give either DIR or --share/[[share]], not both");
     }
@@ -100,6 +100,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         bail!("--no-tcp and --no-quic leave nothing to serve");
     }
     let qs = &file.quic_options;
+    let quic_opts = qs.options().map_err(anyhow::Error::msg)?;
     let config = ServerConfig {
         shares,
         limits: file.limits.clone(),
@@ -148,7 +149,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .max_blocking_threads(server.config.limits.max_connections + 16)
         .build()?;
-    let quic_opts = qs.options();
     rt.block_on(async move {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();

@@ -42,7 +42,7 @@ async fn start_with(share_encrypt: EncryptPolicy, access: ClientAccess, opts: Qu
     users.add("alice", "secret");
     let mut config = ServerConfig::default();
     config.signing_required = signing_required;
-    config.shares.push(ShareConfig { name: "share".into(), path: dir.path().join("share"), read_only: false, encrypt: share_encrypt });
+    config.shares.push(ShareConfig { encrypt: share_encrypt, ..ShareConfig::new("share", dir.path().join("share")) });
     let server = Arc::new(Server::new(config, users).unwrap());
     let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
     let cert = id.chain[0].clone();

@@ -143,6 +143,11 @@ impl PosixFs {
         self.read_only
     }
 
+    /// The same root, refusing every change (for a share's read-only users).
+    pub fn read_only_view(&self) -> PosixFs {
+        PosixFs { root: Arc::clone(&self.root), read_only: true }
+    }
+
     /// Open or create `path` per `opts` (MS-SMB2 3.3.5.9, MS-FSA 2.1.5.1).
     /// Overwrite/supersede truncate. Missing: OBJECT_NAME_NOT_FOUND, or
     /// OBJECT_PATH_NOT_FOUND when the parent is; existing with Create:

@@ -153,6 +153,26 @@ fn vfs_disposition(d: u32) -> Disposition {
     }
 }
 
+/// Whether a CREATE body asks to change the share: a disposition that
+/// creates or overwrites, delete-on-close, or any access beyond reading
+/// (MAXIMUM_ALLOWED is not: it gets what the tree allows).
+pub fn modifies(body: &[u8]) -> bool {
+    let u32_at = |o: usize| body.get(o..o + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    const CHANGES: u32 = WRITE_ACCESS
+        | access::FILE_WRITE_EA
+        | access::FILE_WRITE_ATTRIBUTES
+        | access::FILE_DELETE_CHILD
+        | access::DELETE
+        | access::WRITE_DAC
+        | access::WRITE_OWNER
+        | access::GENERIC_WRITE
+        | access::GENERIC_ALL;
+    let (desired, disp, opts) = (u32_at(24), u32_at(36), u32_at(40));
+    desired & CHANGES != 0
+        || matches!(disp, disposition::SUPERSEDE | disposition::CREATE | disposition::OVERWRITE | disposition::OVERWRITE_IF)
+        || opts & options::DELETE_ON_CLOSE != 0
+}
+
 /// Handle an SMB2 CREATE (MS-SMB2 3.3.5.9).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = CreateRequest::decode(req.msg).map_err(NtStatus::from)?;
@@ -199,7 +219,8 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
 }
 
 fn open_pipe(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, name: &str, granted: u32, share: Arc<Share>) -> HResult {
-    let pipe = crate::rpc::Pipe::open(name, &ctx.conn.server)?;
+    let user = ctx.session()?.user.clone();
+    let pipe = crate::rpc::Pipe::open(name, &ctx.conn.server, &user)?;
     let fid = new_file_id(ctx);
     insert_open(ctx, fid, r, share, OpenKind::Pipe(pipe), name.to_string(), granted, 0);
     let m = pipe_meta();

@@ -30,6 +30,14 @@ const READ_ACCESS: u32 = access::FILE_READ_DATA | access::FILE_EXECUTE;
 const LINK_SPEED: u64 = 10_000_000_000;
 
 /// MS-SMB2 3.3.5.15.
+/// Whether an IOCTL body changes the share: server-side copies into the
+/// handle, and any FSCTL whose control code requires FILE_WRITE_ACCESS
+/// (bit 15 of the code, as Windows defines CTL_CODE).
+pub fn modifies(body: &[u8]) -> bool {
+    let code = body.get(4..8).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    code == fsctl::SRV_COPYCHUNK || (code >> 14) & 2 != 0
+}
+
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = IoctlRequest::decode(req.msg).map_err(NtStatus::from)?;
     //= MS-SMB2 3.3.5.15
@@ -366,7 +374,7 @@ pub(crate) mod harness {
 
     pub fn new() -> H {
         let dir = tempfile::tempdir().unwrap();
-        let share = ShareConfig { name: "data".into(), path: dir.path().into(), read_only: false, encrypt: EncryptPolicy::Off };
+        let share = ShareConfig { encrypt: EncryptPolicy::Off, ..ShareConfig::new("data", dir.path()) };
         let cfg = ServerConfig { shares: vec![share], ..Default::default() };
         let server = Arc::new(Server::new(cfg, UserDb::new()).unwrap());
         let info = TransportInfo { kind: TransportKind::Tcp, peer: Some("127.0.0.1:50000".parse().unwrap()), local: None, secure: false };
@@ -411,7 +419,7 @@ pub(crate) mod harness {
 
         pub fn open_pipe(&mut self) -> FileId {
             let share = self.conn.st.server.share("IPC$").unwrap();
-            let pipe = crate::rpc::Pipe::open("srvsvc", &self.conn.st.server).unwrap();
+            let pipe = crate::rpc::Pipe::open("srvsvc", &self.conn.st.server, "alice").unwrap();
             self.insert(IPC, share, OpenKind::Pipe(pipe), access::FILE_ALL, 0)
         }
 

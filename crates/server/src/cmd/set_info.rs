@@ -31,6 +31,13 @@ fn time(t: u64) -> Option<u64> {
 }
 
 /// Handle an SMB2 SET_INFO (MS-SMB2 3.3.5.21).
+/// Whether a SET_INFO body changes the share: everything but the classes
+/// that only set the handle's own state (position, mode).
+pub fn modifies(body: &[u8]) -> bool {
+    let (kind, class) = (body.get(2).copied(), body.get(3).copied());
+    !(kind == Some(info_type::FILE) && matches!(class, Some(class::POSITION | class::MODE)))
+}
+
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = SetInfoRequest::decode(req.msg).map_err(NtStatus::from)?;
     //= MS-SMB2 3.3.5.21
@@ -66,7 +73,7 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
         OpenKind::Pipe(_) if r.class == class::PIPE => return Ok(()),
         OpenKind::Pipe(_) => return Err(NtStatus::NOT_SUPPORTED),
     };
-    let read_only_share = open.share.fs().is_some_and(|fs| fs.read_only());
+    let read_only_share = open.share.read_only();
     let writable = || if read_only_share { Err(NtStatus::MEDIA_WRITE_PROTECTED) } else { Ok(()) };
     let buf = r.buffer;
     match r.class {

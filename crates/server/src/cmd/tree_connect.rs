@@ -15,6 +15,12 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let path = decode_request(req.msg).map_err(NtStatus::from)?;
     let name = share_name(&path).ok_or(NtStatus::BAD_NETWORK_NAME)?;
     let share = ctx.conn.server.share(name).ok_or(NtStatus::BAD_NETWORK_NAME)?;
+    //= MS-SMB2 3.3.5.7
+    //# If the user is not allowed access to the share, the server MUST
+    //# fail the request with STATUS_ACCESS_DENIED (smbq: the share's
+    //# `users` list); a read-only user gets the share's read-only view.
+    let user = ctx.session()?.user.clone();
+    let share = share.for_user(&user).ok_or(NtStatus::ACCESS_DENIED)?;
     let neg = ctx.conn.neg.as_ref().ok_or(NtStatus::INVALID_PARAMETER)?;
     let (can_encrypt, transport_security) = (neg.cipher.is_some(), neg.transport_security);
     let max_trees = ctx.conn.server.config.limits.max_trees_per_session;
@@ -30,7 +36,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let (share_type, maximal_access) = match &share.kind {
-        ShareKind::Disk(fs) if fs.read_only() => (SHARE_TYPE_DISK, READ_ONLY_ACCESS),
+        ShareKind::Disk(_) if share.read_only() => (SHARE_TYPE_DISK, READ_ONLY_ACCESS),
         ShareKind::Disk(_) => (SHARE_TYPE_DISK, access::FILE_ALL),
         ShareKind::Ipc => (SHARE_TYPE_PIPE, access::FILE_ALL),
     };

@@ -47,7 +47,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let fid = ctx.resolve(r.file_id)?;
     let conn_id = ctx.conn.id;
     let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
-    if open.share.fs().is_some_and(|fs| fs.read_only()) {
+    if open.share.read_only() {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
     //= MS-SMB2 3.3.5.13

@@ -34,11 +34,13 @@ pub struct Pipe {
 
 impl Pipe {
     /// Open pipe `name` ("srvsvc", case-insensitive, with or without a
-    /// leading `\`); unknown names are OBJECT_NAME_NOT_FOUND.
-    pub fn open(name: &str, server: &Server) -> Result<Pipe, NtStatus> {
+    /// leading `\`); unknown names are OBJECT_NAME_NOT_FOUND. Its share
+    /// list leaves out the shares `user` may not connect to.
+    pub fn open(name: &str, server: &Server, user: &str) -> Result<Pipe, NtStatus> {
         let shares = server
             .shares
             .iter()
+            .filter(|s| s.for_user(user).is_some())
             .map(|s| match s.kind {
                 ShareKind::Disk(_) => ShareInfo { name: s.name.clone(), kind: srvsvc::STYPE_DISKTREE, remark: String::new() },
                 ShareKind::Ipc => {
