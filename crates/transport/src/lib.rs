@@ -21,10 +21,11 @@ use smbq_server::{Connection, Server, TransportInfo};
 use smbq_udp::StreamChunks;
 use smbq_wire::framing::{frame_len, FrameError};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info};
 
 /// Frames in flight between the stages: enough to keep the pipe full.
@@ -37,8 +38,10 @@ const READ_AHEAD: usize = 64 * 1024;
 /// Read into `acc` until it holds `want` bytes (`want` is bounded by the
 /// frame limit). False when the peer is gone first.
 async fn fill<R: AsyncRead + Unpin>(rd: &mut R, acc: &mut BytesMut, want: usize) -> bool {
+    // Nothing is allocated before the peer sends (an idle connection
+    // holds no buffer); from then on read ahead at least READ_AHEAD.
     if acc.capacity() < want {
-        acc.reserve(want - acc.len());
+        acc.reserve((want - acc.len()).max(READ_AHEAD));
     }
     while acc.len() < want {
         if acc.capacity() == acc.len() {
@@ -53,10 +56,78 @@ async fn fill<R: AsyncRead + Unpin>(rd: &mut R, acc: &mut BytesMut, want: usize)
 }
 
 /// One SMB message for the engine: `head`, then `tail` (empty except for a
-/// large frame over QUIC, see [`StreamChunks`]).
+/// large frame over QUIC, see [`StreamChunks`]), and the share of the
+/// memory budgets it holds until the engine has handled it.
 pub(crate) struct Frame {
     head: BytesMut,
     tail: Vec<Bytes>,
+    _held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+}
+
+/// Frames before logon: this many of `limits.preauth_max_frame()` may
+/// wait for the engine.
+const PREAUTH_FRAMES: usize = 2;
+
+/// What one connection's reader may take in ahead of its engine. Before
+/// a session exists a frame over `limits.preauth_max_frame()` (64 KiB of
+/// security blob plus headers) closes the connection and only
+/// [`PREAUTH_FRAMES`] of them are buffered. From logon on, frames up to
+/// `limits.max_frame()` and as many bytes as the credit window can
+/// charge (credits × 64 KiB, MS-SMB2 3.3.5.2.5). Every frame also holds
+/// its bytes of the server-wide `limits.memory_budget`; readers wait while
+/// it is spent.
+struct Admission {
+    server: Arc<Semaphore>,
+    conn: Arc<Semaphore>,
+    logged_on: AtomicBool,
+    preauth_max: usize,
+    max: usize,
+    /// Permits the connection gains at logon.
+    grown: usize,
+}
+
+impl Admission {
+    fn new(server: &Server) -> Admission {
+        let l = &server.config.limits;
+        let preauth = PREAUTH_FRAMES * l.preauth_max_frame();
+        let after = (usize::from(l.credits) * 65536).max(2 * l.max_frame());
+        Admission {
+            server: Arc::clone(&server.memory),
+            conn: Arc::new(Semaphore::new(preauth)),
+            logged_on: AtomicBool::new(false),
+            preauth_max: l.preauth_max_frame(),
+            max: l.max_frame(),
+            grown: after.saturating_sub(preauth),
+        }
+    }
+
+    fn max_frame(&self) -> usize {
+        if self.logged_on.load(Ordering::Acquire) {
+            self.max
+        } else {
+            self.preauth_max
+        }
+    }
+
+    /// Wait until `len` bytes fit both budgets; `None` once the server's
+    /// budget is closed.
+    async fn admit(&self, len: usize) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+        let n = u32::try_from(len.max(1)).ok()?;
+        let conn = Arc::clone(&self.conn).acquire_many_owned(n).await.ok()?;
+        let server = Arc::clone(&self.server).acquire_many_owned(n).await.ok()?;
+        Some((conn, server))
+    }
+
+    /// Called by the engine after each frame: true the first time the
+    /// connection has an authenticated session.
+    fn note_logon(&self, conn: &Connection) -> bool {
+        if self.logged_on.load(Ordering::Relaxed) || !conn.authenticated() {
+            return false;
+        }
+        self.conn.add_permits(self.grown);
+        self.logged_on.store(true, Ordering::Release);
+        true
+    }
 }
 
 /// The frame length a Direct TCP prefix announces (MS-SMB2 2.1), or `None`
@@ -83,33 +154,37 @@ pub(crate) enum FrameReader {
 
 impl FrameReader {
     /// Cut the stream into frames for the engine until the peer ends it,
-    /// breaks the framing, or the engine is gone.
-    async fn run(self, tx: mpsc::Sender<Frame>, max: usize, peer: Option<SocketAddr>) {
+    /// breaks the framing or the limits, or the engine is gone.
+    async fn run(self, tx: mpsc::Sender<Frame>, adm: Arc<Admission>, peer: Option<SocketAddr>) {
         match self {
             FrameReader::Tcp(mut rd) => {
                 // One buffer takes the bytes as they come (one copy out of
                 // the socket); each frame is split off it without another.
-                let mut acc = BytesMut::with_capacity(READ_AHEAD);
+                let mut acc = BytesMut::new();
                 loop {
                     if !fill(&mut rd, &mut acc, 4).await {
                         return;
                     }
                     let mut prefix = [0u8; 4];
                     prefix.copy_from_slice(&acc[..4]);
-                    let Some(len) = announced_len(prefix, max, peer) else { return };
+                    let Some(len) = announced_len(prefix, adm.max_frame(), peer) else { return };
+                    let Some(held) = adm.admit(len).await else { return };
                     if !fill(&mut rd, &mut acc, 4 + len).await {
                         return;
                     }
                     acc.advance(4);
-                    if tx.send(Frame { head: acc.split_to(len), tail: Vec::new() }).await.is_err() {
+                    if tx.send(Frame { head: acc.split_to(len), tail: Vec::new(), _held: held }).await.is_err() {
                         return;
                     }
                 }
             }
             FrameReader::Quic(stream) => {
                 let mut rd = StreamChunks::new(stream);
-                while let Ok(Some((head, tail))) = rd.next_message(|p| announced_len(p, max, peer).ok_or(())).await {
-                    if tx.send(Frame { head, tail }).await.is_err() {
+                while let Some(prefix) = rd.next_prefix().await {
+                    let Some(len) = announced_len(prefix, adm.max_frame(), peer) else { return };
+                    let Some(held) = adm.admit(len).await else { return };
+                    let Some((head, tail)) = rd.next_body(len).await else { return };
+                    if tx.send(Frame { head, tail, _held: held }).await.is_err() {
                         return;
                     }
                 }
@@ -165,18 +240,21 @@ pub fn keep_large_buffers_on_heap() {
 }
 
 /// Serve one SMB connection over a byte stream until either side ends it.
+/// `on_logon` runs (on the engine's thread) when the connection first has
+/// an authenticated session: QUIC opens its flow-control window then.
 pub(crate) async fn serve_framed(
     rd: FrameReader,
     mut wr: FrameWriter,
     info: TransportInfo,
     server: Arc<Server>,
     send_timeout: Duration,
+    on_logon: Box<dyn FnOnce() + Send>,
 ) {
     let peer = info.peer;
-    let max = server.config.limits.max_frame();
+    let adm = Arc::new(Admission::new(&server));
     let (in_tx, in_rx) = mpsc::channel::<Frame>(QUEUE);
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let reader = tokio::spawn(rd.run(in_tx, max, peer));
+    let reader = tokio::spawn(rd.run(in_tx, Arc::clone(&adm), peer));
     let mut writer = tokio::spawn(async move {
         while let Some(frame) = out_rx.recv().await {
             match tokio::time::timeout(send_timeout, wr.send(frame)).await {
@@ -194,7 +272,7 @@ pub(crate) async fn serve_framed(
         wr.finish().await;
     });
     let rt = tokio::runtime::Handle::current();
-    let mut engine = tokio::task::spawn_blocking(move || run_engine(server, info, in_rx, out_tx, rt));
+    let mut engine = tokio::task::spawn_blocking(move || run_engine(server, info, in_rx, out_tx, rt, adm, on_logon));
     // Whichever side ends first ends the connection: stopping the reader
     // closes the engine's input, and a finished engine closes the writer's.
     tokio::select! {
@@ -217,9 +295,12 @@ fn run_engine(
     mut rx: mpsc::Receiver<Frame>,
     tx: mpsc::Sender<Vec<u8>>,
     rt: tokio::runtime::Handle,
+    adm: Arc<Admission>,
+    on_logon: Box<dyn FnOnce() + Send>,
 ) {
     let peer = info.peer;
     let mut conn = Connection::new(server, info, Instant::now());
+    let mut on_logon = Some(on_logon);
     let reason = loop {
         let deadline = conn.poll_timeout();
         let ev = rt.block_on(async {
@@ -232,7 +313,15 @@ fn run_engine(
             }
         });
         let result = match ev {
-            Some(Some(mut f)) => conn.handle_frame(Instant::now(), &mut f.head, &f.tail),
+            Some(Some(mut f)) => {
+                let r = conn.handle_frame(Instant::now(), &mut f.head, &f.tail);
+                if adm.note_logon(&conn) {
+                    if let Some(f) = on_logon.take() {
+                        f();
+                    }
+                }
+                r
+            }
             Some(None) => break "peer closed".to_string(),
             None => conn.handle_timeout(Instant::now()),
         };

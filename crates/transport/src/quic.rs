@@ -27,6 +27,9 @@ pub struct QuicOptions {
     pub stream_window: u64,
     /// Connection receive window and send window (bytes).
     pub connection_window: u64,
+    /// Connection receive window until the client has logged on: what an
+    /// unauthenticated peer can make the server buffer.
+    pub preauth_window: u64,
     /// UDP socket send and receive buffer (bytes).
     pub udp_buffer: usize,
     /// Time a client has to finish the handshake and open its stream.
@@ -46,6 +49,7 @@ impl Default for QuicOptions {
             keep_alive: Some(Duration::from_secs(15)),
             stream_window: 64 << 20,
             connection_window: 128 << 20,
+            preauth_window: 256 << 10,
             udp_buffer: smbq_udp::DEFAULT_BUFFER,
             handshake_timeout: Duration::from_secs(10),
             send_timeout: SEND_TIMEOUT,
@@ -59,7 +63,8 @@ pub fn transport_config(opts: &QuicOptions) -> TransportConfig {
     t.max_concurrent_bidi_streams(VarInt::from_u32(1));
     t.max_concurrent_uni_streams(VarInt::from_u32(0));
     t.stream_receive_window(VarInt::from_u64(opts.stream_window).unwrap_or(VarInt::MAX));
-    t.receive_window(VarInt::from_u64(opts.connection_window).unwrap_or(VarInt::MAX));
+    // Raised to connection_window at logon (see `connection`).
+    t.receive_window(VarInt::from_u64(opts.preauth_window.min(opts.connection_window)).unwrap_or(VarInt::MAX));
     t.send_window(opts.connection_window);
     t.max_idle_timeout(quinn::IdleTimeout::try_from(opts.idle_timeout).ok());
     t.keep_alive_interval(opts.keep_alive);
@@ -142,6 +147,9 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
         }
     };
     let info = TransportInfo { kind: TransportKind::Quic, peer: Some(peer), local, secure: true };
-    serve_framed(FrameReader::Quic(recv), FrameWriter::Quic(send), info, server, opts.send_timeout).await;
+    let window = VarInt::from_u64(opts.connection_window).unwrap_or(VarInt::MAX);
+    let opened = conn.clone();
+    let on_logon = Box::new(move || opened.set_receive_window(window));
+    serve_framed(FrameReader::Quic(recv), FrameWriter::Quic(send), info, server, opts.send_timeout, on_logon).await;
     conn.close(VarInt::from_u32(0), b"");
 }

@@ -4,6 +4,7 @@ use crate::{serve_framed, FrameReader, FrameWriter, SEND_TIMEOUT};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{info, warn};
 
@@ -35,8 +36,29 @@ pub async fn serve(listener: TcpListener, server: Arc<Server>, shutdown: impl st
 
 async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>) {
     let _ = stream.set_nodelay(true);
+    if let Err(e) = detect_dead_peer(&stream, server.config.limits.dead_peer_secs) {
+        warn!(%peer, error = %e, "cannot set TCP keepalive");
+    }
     let local = stream.local_addr().ok();
     let (rd, wr) = stream.into_split();
     let info = TransportInfo { kind: TransportKind::Tcp, peer: Some(peer), local, secure: false };
-    serve_framed(FrameReader::Tcp(rd), FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT).await;
+    serve_framed(FrameReader::Tcp(rd), FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT, Box::new(|| {})).await;
+}
+
+/// A peer that vanishes without a FIN (a laptop that sleeps or roams, a
+/// cut cable) would otherwise hold its opens, share modes and locks for
+/// ever: the idle timeout spares connections with open files. Keepalive
+/// probes start after half of `secs` idle and four go unanswered by
+/// `secs`; TCP_USER_TIMEOUT bounds unacknowledged data the same way. The
+/// kernel then fails the socket, the reader ends and the engine closes
+/// every open of the connection.
+fn detect_dead_peer(stream: &TcpStream, secs: u64) -> std::io::Result<()> {
+    let secs = secs.max(2);
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(secs / 2))
+        .with_interval(Duration::from_secs((secs / 8).max(1)))
+        .with_retries(4);
+    let sock = socket2::SockRef::from(stream);
+    sock.set_tcp_keepalive(&ka)?;
+    sock.set_tcp_user_timeout(Some(Duration::from_secs(secs)))
 }

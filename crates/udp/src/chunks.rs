@@ -42,16 +42,28 @@ impl StreamChunks {
     /// (4 KiB) bytes and the rest in quinn's chunks. `Ok(None)` when the
     /// stream ends or fails.
     pub async fn next_message<E>(&mut self, frame_len: impl FnOnce([u8; 4]) -> Result<usize, E>) -> Result<Option<(BytesMut, Vec<Bytes>)>, E> {
+        let Some(prefix) = self.next_prefix().await else { return Ok(None) };
+        let len = frame_len(prefix)?;
+        Ok(self.next_body(len).await)
+    }
+
+    /// The first step of [`StreamChunks::next_message`] alone: the next
+    /// 4-byte prefix, consumed; `None` when the stream ends or fails.
+    pub async fn next_prefix(&mut self) -> Option<[u8; 4]> {
         if !self.fill(4).await {
-            return Ok(None);
+            return None;
         }
         let mut prefix = [0u8; 4];
         prefix.copy_from_slice(&self.buf.copy(4));
-        let len = frame_len(prefix)?;
+        Some(prefix)
+    }
+
+    /// The second step: the `len` bytes of the message after its prefix.
+    pub async fn next_body(&mut self, len: usize) -> Option<(BytesMut, Vec<Bytes>)> {
         if !self.fill(len).await {
-            return Ok(None);
+            return None;
         }
-        Ok(Some(self.buf.message(len)))
+        Some(self.buf.message(len))
     }
 
     /// Read until `want` bytes are buffered (one chunk more may come with
