@@ -18,7 +18,8 @@ pub enum CertAction {
         json: bool,
     },
     /// (Re)generate STATE_DIR/tls/cert.pem and key.pem: an ECDSA P-256 leaf
-    /// for localhost, the host name, its addresses and each --san.
+    /// for localhost, the host name, its addresses and each --san. The pair
+    /// is replaced as one unit (a crash leaves the old pair or the new).
     Generate {
         #[arg(long, value_name = "NAME")]
         san: Vec<String>,
@@ -30,7 +31,15 @@ pub enum CertAction {
 pub fn run(action: CertAction) -> anyhow::Result<()> {
     match action {
         CertAction::Show { cert, state_dir, json } => {
-            let path = cert.unwrap_or_else(|| tls::default_paths(&state_dir.unwrap_or_else(crate::default_state_dir)).0);
+            let path = match cert {
+                Some(path) => path,
+                None => {
+                    // Show what `serve` will present: finish an update a crash interrupted.
+                    let (c, k) = tls::default_paths(&state_dir.unwrap_or_else(crate::default_state_dir));
+                    tls::finish_update(&c, &k)?;
+                    c
+                }
+            };
             let chain = tls::load_certs(&path)?;
             let fp = chain.first().map(|c| tls::fingerprint(c)).unwrap_or_default();
             if json {

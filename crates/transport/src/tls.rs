@@ -7,6 +7,32 @@
 //! Optionally clients must present a certificate, allowed by SHA-256
 //! fingerprint or by a CA (as Windows Server 2025's SMB over QUIC client
 //! access control does); others are refused during the handshake.
+//!
+//! # The generated pair on disk
+//!
+//! `tls/cert.pem` and `tls/key.pem` (both mode 0600) change as one unit: a
+//! crash never leaves a certificate beside a key that is not its own, nor
+//! makes the server present a fingerprint other than the one it printed.
+//! An update ([`generate`]):
+//!
+//! 1. writes `key.pem.new`, then `cert.pem.new` (mode 0600 from creation;
+//!    leftovers of an earlier crash are removed first, never reused), fsyncs
+//!    each, then fsyncs the directory;
+//! 2. renames `key.pem.new` over `key.pem` and fsyncs the directory;
+//! 3. renames `cert.pem.new` over `cert.pem` and fsyncs the directory.
+//!
+//! Before it reads the pair, [`load_or_generate`] (as [`finish_update`])
+//! finishes or undoes an update a crash interrupted. If `.new` files are
+//! there, each standing in for its counterpart: when they make a complete
+//! pair whose key is the certificate's (the update got past step 1), they
+//! are fsynced and renamed as in steps 2 and 3, so the new identity is the
+//! one loaded; otherwise (the crash was within step 1) they are removed and
+//! the old pair stands. Then a complete pair is loaded and never replaced;
+//! a key that is not the certificate's, or one file without the other, is
+//! an error naming them (the identity clients trust never changes
+//! silently). Only when neither file exists is a pair generated.
+//! Updates and these checks hold an exclusive `flock` on the directory, so
+//! concurrent `smbq serve` and `smbq cert generate` do not interleave.
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
@@ -16,8 +42,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use sha2::{Digest, Sha256};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use smbq_auth::state_file;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -40,6 +65,10 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
     #[error("client CA: {0}")]
     ClientCa(String),
+    #[error("{cert} and {key} do not match (the key is not the certificate's): restore the pair, or run `smbq cert generate` for a new identity")]
+    Mismatch { cert: PathBuf, key: PathBuf },
+    #[error("{present} is there but {missing} is not: restore it, or run `smbq cert generate` for a new identity")]
+    HalfPair { present: PathBuf, missing: PathBuf },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
@@ -111,9 +140,16 @@ fn hostname() -> Option<String> {
     (!h.is_empty()).then(|| h.to_string())
 }
 
-/// Generate an ECDSA P-256 leaf certificate for `sans` and write it to
-/// `cert`/`key` (the key with mode 0600).
+/// Generate an ECDSA P-256 leaf certificate for `sans` and make it and its
+/// key the pair at `cert`/`key` (both mode 0600), as one unit (see the
+/// module documentation).
 pub fn generate(cert: &Path, key: &Path, sans: &[String]) -> Result<Identity, TlsError> {
+    let dir = create_dir(cert)?;
+    let _lock = lock_dir(&dir)?;
+    generate_locked(cert, key, sans)
+}
+
+fn generate_locked(cert: &Path, key: &Path, sans: &[String]) -> Result<Identity, TlsError> {
     use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
     let kp = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
     let mut params = CertificateParams::new(sans.to_vec())?;
@@ -126,30 +162,68 @@ pub fn generate(cert: &Path, key: &Path, sans: &[String]) -> Result<Identity, Tl
     params.not_before = (now - std::time::Duration::from_secs(3600)).into();
     params.not_after = (now + std::time::Duration::from_secs(2 * 365 * 86400)).into();
     let c = params.self_signed(&kp)?;
-    if let Some(dir) = cert.parent() {
+    if let Some(dir) = key.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     }
-    write_private(key, kp.serialize_pem().as_bytes())?;
-    write_private(cert, c.pem().as_bytes())?;
+    let (cert_new, key_new) = (with_new(cert), with_new(key));
+    // Step 1: no leftover may pair with the new files.
+    remove_if_there(&cert_new)?;
+    state_file::write_synced(&key_new, kp.serialize_pem().as_bytes(), 0o600).map_err(io_err(&key_new))?;
+    state_file::write_synced(&cert_new, c.pem().as_bytes(), 0o600).map_err(io_err(&cert_new))?;
+    sync_dirs(cert, key)?;
+    // Steps 2 and 3.
+    rename_synced(&key_new, key)?;
+    rename_synced(&cert_new, cert)?;
     Identity::load(cert, key)
 }
 
-fn write_private(path: &Path, data: &[u8]) -> Result<(), TlsError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
-    f.write_all(data).map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_err(path))
+/// Finish or undo an update of the pair at `cert`/`key` that a crash
+/// interrupted (see the module documentation); nothing if there was none.
+pub fn finish_update(cert: &Path, key: &Path) -> Result<(), TlsError> {
+    let dir = parent(cert);
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let _lock = lock_dir(dir)?;
+    finish_update_locked(cert, key)
+}
+
+fn finish_update_locked(cert: &Path, key: &Path) -> Result<(), TlsError> {
+    let (cert_new, key_new) = (with_new(cert), with_new(key));
+    let (has_cert_new, has_key_new) = (is_there(&cert_new)?, is_there(&key_new)?);
+    if !has_cert_new && !has_key_new {
+        return Ok(());
+    }
+    let c = if has_cert_new { &cert_new } else { cert };
+    let k = if has_key_new { &key_new } else { key };
+    if Identity::load(c, k).is_ok_and(|id| keys_match(&id)) {
+        // Past step 1: roll forward. The contents may still be only in the
+        // page cache (the process died, not the machine).
+        for (there, p) in [(has_key_new, &key_new), (has_cert_new, &cert_new)] {
+            if there {
+                std::fs::File::open(p).and_then(|f| f.sync_all()).map_err(io_err(p))?;
+            }
+        }
+        if has_key_new {
+            rename_synced(&key_new, key)?;
+        }
+        if has_cert_new {
+            rename_synced(&cert_new, cert)?;
+        }
+        tracing::info!(cert = %cert.display(), "finished an update of the certificate and key interrupted by a crash");
+    } else {
+        // Within step 1: the old pair stands.
+        remove_if_there(&cert_new)?;
+        remove_if_there(&key_new)?;
+        sync_dirs(cert, key)?;
+        tracing::warn!(cert = %cert.display(), "removed an incomplete update of the certificate and key left by a crash");
+    }
+    Ok(())
 }
 
 /// `cert`/`key` if given, else the generated pair under `state_dir`
-/// (created on first use). Returns whether it was generated now.
+/// (created on first use, after finishing an interrupted update; see the
+/// module documentation). Returns whether it was generated now.
 pub fn load_or_generate(
     state_dir: &Path,
     given: Option<(&Path, &Path)>,
@@ -159,10 +233,99 @@ pub fn load_or_generate(
         return Ok((Identity::load(c, k)?, false));
     }
     let (c, k) = default_paths(state_dir);
-    if c.exists() && k.exists() {
-        return Ok((Identity::load(&c, &k)?, false));
+    let dir = create_dir(&c)?;
+    let _lock = lock_dir(&dir)?;
+    finish_update_locked(&c, &k)?;
+    match (is_there(&c)?, is_there(&k)?) {
+        (true, true) => {
+            let id = Identity::load(&c, &k)?;
+            if !keys_match(&id) {
+                return Err(TlsError::Mismatch { cert: c, key: k });
+            }
+            Ok((id, false))
+        }
+        (false, false) => Ok((generate_locked(&c, &k, &default_sans(extra_sans))?, true)),
+        (true, false) => Err(TlsError::HalfPair { present: c, missing: k }),
+        (false, true) => Err(TlsError::HalfPair { present: k, missing: c }),
     }
-    Ok((generate(&c, &k, &default_sans(extra_sans))?, true))
+}
+
+/// Whether the private key is the leaf certificate's (true when the
+/// provider cannot tell, as rustls itself decides).
+fn keys_match(id: &Identity) -> bool {
+    let Some(leaf) = id.chain.first() else { return false };
+    let Ok(signing) = smbq_crypto::tls_provider().key_provider.load_private_key(id.key.clone_key()) else {
+        return false;
+    };
+    matches!(
+        rustls::sign::CertifiedKey::new(vec![leaf.clone()], signing).keys_match(),
+        Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown))
+    )
+}
+
+fn with_new(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".new");
+    PathBuf::from(p)
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// Creates the directory of `path` if needed (durably); returns it.
+fn create_dir(path: &Path) -> Result<PathBuf, TlsError> {
+    let dir = parent(path);
+    if !dir.is_dir() {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        state_file::sync_dir(dir).map_err(io_err(dir))?;
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// An exclusive `flock` on `dir`, released when the returned file closes.
+fn lock_dir(dir: &Path) -> Result<std::fs::File, TlsError> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(dir).map_err(io_err(dir))?;
+    loop {
+        // SAFETY: flock(2) on a descriptor `f` owns and keeps open.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(f);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(io_err(dir)(e));
+        }
+    }
+}
+
+fn is_there(path: &Path) -> Result<bool, TlsError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
+fn remove_if_there(path: &Path) -> Result<(), TlsError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path)(e)),
+        _ => Ok(()),
+    }
+}
+
+fn rename_synced(from: &Path, to: &Path) -> Result<(), TlsError> {
+    std::fs::rename(from, to).map_err(io_err(to))?;
+    state_file::sync_dir(to).map_err(io_err(parent(to)))
+}
+
+/// Fsyncs the directories of `cert` and `key` (one when they share it).
+fn sync_dirs(cert: &Path, key: &Path) -> Result<(), TlsError> {
+    state_file::sync_dir(cert).map_err(io_err(parent(cert)))?;
+    if parent(key) != parent(cert) {
+        state_file::sync_dir(key).map_err(io_err(parent(key)))?;
+    }
+    Ok(())
 }
 
 /// `AB:CD:...` SHA-256 of a DER certificate.
@@ -319,6 +482,134 @@ mod tests {
         assert_eq!(parse_fingerprint(&"AB".repeat(32)), Some([0xAB; 32]));
         assert_eq!(parse_fingerprint("abcd"), None);
         assert_eq!(parse_fingerprint(&"zz".repeat(32)), None);
+    }
+
+    /// A state directory holding an old generated pair, and the files of a
+    /// second pair, to lay out as an update interrupted at some point.
+    struct Update {
+        dir: tempfile::TempDir,
+        cert: PathBuf,
+        key: PathBuf,
+        old: String,
+        new_cert: Vec<u8>,
+        new_key: Vec<u8>,
+        new: String,
+    }
+
+    fn update() -> Update {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = default_paths(dir.path());
+        let old = generate(&cert, &key, &["localhost".into()]).unwrap().fingerprint();
+        let other = tempfile::tempdir().unwrap();
+        let (c2, k2) = default_paths(other.path());
+        let new = generate(&c2, &k2, &["localhost".into()]).unwrap().fingerprint();
+        assert_ne!(old, new);
+        Update { new_cert: std::fs::read(c2).unwrap(), new_key: std::fs::read(k2).unwrap(), dir, cert, key, old, new }
+    }
+
+    fn tls_file(u: &Update, name: &str) -> PathBuf {
+        u.dir.path().join("tls").join(name)
+    }
+
+    fn tls_files(u: &Update) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(u.dir.path().join("tls"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn assert_key_matches(id: &Identity) {
+        let key = rustls::crypto::aws_lc_rs::default_provider().key_provider.load_private_key(id.key.clone_key()).unwrap();
+        rustls::sign::CertifiedKey::new(id.chain.clone(), key).keys_match().unwrap();
+    }
+
+    /// Loads the state directory twice: the first load finishes the update,
+    /// the second sees the same identity; neither generates one.
+    fn load_twice(u: &Update) -> Identity {
+        let (id, fresh) = load_or_generate(u.dir.path(), None, &[]).unwrap();
+        assert!(!fresh, "generated a new identity");
+        assert_key_matches(&id);
+        let (again, fresh) = load_or_generate(u.dir.path(), None, &[]).unwrap();
+        assert!(!fresh);
+        assert_eq!(again.fingerprint(), id.fingerprint());
+        assert_eq!(tls_files(u), ["cert.pem", "key.pem"]);
+        id
+    }
+
+    #[test]
+    fn crash_between_the_renames_rolls_forward_to_the_new_pair() {
+        // The key was renamed into place, the certificate not yet.
+        let u = update();
+        std::fs::write(&u.key, &u.new_key).unwrap();
+        std::fs::write(tls_file(&u, "cert.pem.new"), &u.new_cert).unwrap();
+        assert_eq!(load_twice(&u).fingerprint(), u.new);
+    }
+
+    #[test]
+    fn crash_between_the_renames_of_the_first_generation_keeps_that_identity() {
+        let u = update();
+        std::fs::remove_file(&u.cert).unwrap();
+        std::fs::write(&u.key, &u.new_key).unwrap();
+        std::fs::write(tls_file(&u, "cert.pem.new"), &u.new_cert).unwrap();
+        assert_eq!(load_twice(&u).fingerprint(), u.new);
+    }
+
+    #[test]
+    fn crash_before_the_renames_rolls_a_complete_new_pair_forward() {
+        let u = update();
+        std::fs::write(tls_file(&u, "key.pem.new"), &u.new_key).unwrap();
+        std::fs::write(tls_file(&u, "cert.pem.new"), &u.new_cert).unwrap();
+        assert_eq!(load_twice(&u).fingerprint(), u.new);
+    }
+
+    #[test]
+    fn crash_while_writing_the_new_pair_keeps_the_old_one() {
+        let u = update();
+        std::fs::write(tls_file(&u, "key.pem.new"), &u.new_key).unwrap();
+        std::fs::write(tls_file(&u, "cert.pem.new"), &u.new_cert[..u.new_cert.len() / 2]).unwrap();
+        assert_eq!(load_twice(&u).fingerprint(), u.old);
+        // Only the new key was written.
+        std::fs::write(tls_file(&u, "key.pem.new"), &u.new_key).unwrap();
+        assert_eq!(load_twice(&u).fingerprint(), u.old);
+    }
+
+    #[test]
+    fn mismatched_pair_is_an_error_not_a_new_identity() {
+        let u = update();
+        std::fs::write(&u.key, &u.new_key).unwrap();
+        let e = load_or_generate(u.dir.path(), None, &[]).err().expect("a key that is not the certificate's loaded");
+        assert!(e.to_string().contains("do not match"), "{e}");
+        assert_eq!(std::fs::read(&u.key).unwrap(), u.new_key);
+        assert_eq!(tls_files(&u), ["cert.pem", "key.pem"]);
+    }
+
+    #[test]
+    fn half_a_pair_is_an_error_not_a_new_identity() {
+        let u = update();
+        let key = std::fs::read(&u.key).unwrap();
+        std::fs::remove_file(&u.cert).unwrap();
+        let e = load_or_generate(u.dir.path(), None, &[]).err().expect("generated a new identity beside a key");
+        assert!(e.to_string().contains("cert.pem"), "{e}");
+        assert_eq!(std::fs::read(&u.key).unwrap(), key);
+        assert_eq!(tls_files(&u), ["key.pem"]);
+    }
+
+    #[test]
+    fn generate_replaces_the_pair_and_leaves_no_other_file() {
+        let u = update();
+        // Leftovers of an update that crashed: a stale new key, world-readable.
+        std::fs::write(tls_file(&u, "key.pem.new"), &u.new_key).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tls_file(&u, "key.pem.new"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let id = generate(&u.cert, &u.key, &["localhost".into()]).unwrap();
+        assert_key_matches(&id);
+        assert_ne!(id.fingerprint(), u.old);
+        assert_ne!(id.fingerprint(), u.new);
+        assert_eq!(std::fs::metadata(&u.key).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(tls_files(&u), ["cert.pem", "key.pem"]);
+        assert_eq!(load_twice(&u).fingerprint(), id.fingerprint());
     }
 
     #[test]
