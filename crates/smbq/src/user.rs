@@ -43,9 +43,12 @@ pub fn load_or_new(path: &Path) -> anyhow::Result<UserDb> {
     }
 }
 
+/// Writes the users file atomically (see [`smbq_auth::state_file`]),
+/// creating its directory (durably) if needed.
 pub fn save(db: &UserDb, path: &Path) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        smbq_auth::state_file::sync_dir(dir).with_context(|| format!("syncing the directory of {}", dir.display()))?;
     }
     db.save(path).with_context(|| format!("writing users file {}", path.display()))
 }
