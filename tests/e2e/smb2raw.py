@@ -27,6 +27,7 @@ FLAGS_RELATED = 0x00000004
 FLAGS_SIGNED = 0x00000008
 
 STATUS_SUCCESS = 0x00000000
+STATUS_PENDING = 0x00000103
 STATUS_INVALID_PARAMETER = 0xC000000D
 STATUS_ACCESS_DENIED = 0xC0000022
 STATUS_NOT_SUPPORTED = 0xC00000BB
@@ -123,8 +124,22 @@ def negotiate_body(dialects=DIALECTS, *, dialect_count: int | None = None, conte
     return body
 
 
-def negotiate_request(message_id: int = 0, **kwargs) -> bytes:
-    return header(NEGOTIATE, message_id, credit_charge=0) + negotiate_body(**kwargs)
+def negotiate_request(message_id: int = 0, *, credit_request: int = 1, **kwargs) -> bytes:
+    return header(NEGOTIATE, message_id, credit_charge=0, credit_request=credit_request) + negotiate_body(**kwargs)
+
+
+def split_compound(message: bytes) -> list[bytes]:
+    """The elements of a (possibly compounded) SMB2 message, by NextCommand (MS-SMB2 3.2.5.1.9)."""
+    out = []
+    while True:
+        h = parse_header(message)
+        if h.next_command == 0:
+            out.append(message)
+            return out
+        if h.next_command < HEADER_SIZE or h.next_command > len(message):
+            raise ValueError(f"bad NextCommand {h.next_command} in a {len(message)}-byte response")
+        out.append(message[:h.next_command])
+        message = message[h.next_command:]
 
 
 def echo_body() -> bytes:
@@ -176,19 +191,19 @@ class Conn:
     def send(self, message: bytes) -> None:
         self.send_raw(frame(message))
 
-    def _recv_exact(self, n: int, deadline: float) -> bytes:
+    def _recv_exact(self, n: int, deadline: float, timeout: float) -> bytes:
         buf = b""
         while len(buf) < n:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"no complete answer within {self.timeout} s")
+                raise TimeoutError(f"no complete answer within {timeout:.1f} s")
             self.sock.settimeout(left)
             try:
                 chunk = self.sock.recv(n - len(buf))
             except ConnectionResetError as e:
                 raise Closed(str(e)) from e
             except socket.timeout as e:
-                raise TimeoutError(f"no complete answer within {self.timeout} s") from e
+                raise TimeoutError(f"no complete answer within {timeout:.1f} s") from e
             if not chunk:
                 raise Closed("EOF")
             buf += chunk
@@ -196,14 +211,15 @@ class Conn:
 
     def recv(self, timeout: float | None = None) -> bytes:
         """One framed message; Closed on EOF/reset, TimeoutError on silence."""
-        deadline = time.monotonic() + (timeout or self.timeout)
-        length = struct.unpack(">I", self._recv_exact(4, deadline))[0]
+        timeout = timeout or self.timeout
+        deadline = time.monotonic() + timeout
+        length = struct.unpack(">I", self._recv_exact(4, deadline, timeout))[0]
         if length >> 24:
             raise ValueError(f"bad frame header {length:#x}")
-        return self._recv_exact(length, deadline)
+        return self._recv_exact(length, deadline, timeout)
 
-    def negotiate(self) -> Header:
-        self.send(negotiate_request(0))
+    def negotiate(self, credit_request: int = 1) -> Header:
+        self.send(negotiate_request(0, credit_request=credit_request))
         resp = self.recv()
         h = parse_header(resp)
         if h.status != STATUS_SUCCESS:
@@ -215,7 +231,7 @@ class Conn:
         try:
             while True:
                 h = parse_header(self.recv(timeout))
-                if h.status != 0x00000103:
+                if h.status != STATUS_PENDING:
                     return h.status
         except Closed:
             return "closed"
