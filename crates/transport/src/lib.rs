@@ -345,3 +345,48 @@ fn run_engine(
         info!(?peer, %reason, "closing connection");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbq_server::ServerConfig;
+
+    fn server(budget: usize) -> Server {
+        let mut config = ServerConfig::default();
+        config.limits.memory_budget = budget;
+        Server::new(config, smbq_auth::UserDb::new()).expect("server")
+    }
+
+    /// Whether `admit` would wait (it resolves at once when it may not).
+    async fn waits(adm: &Admission, len: usize) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), adm.admit(len)).await.is_err()
+    }
+
+    #[tokio::test]
+    async fn before_logon_two_small_frames_wait_for_the_engine() {
+        let srv = server(1 << 30);
+        let adm = Admission::new(&srv);
+        let l = &srv.config.limits;
+        assert_eq!(adm.max_frame(), l.preauth_max_frame());
+        assert!(adm.max_frame() < 128 << 10, "pre-logon frames stay small");
+        let first = adm.admit(l.preauth_max_frame()).await.expect("budget open");
+        let _second = adm.admit(l.preauth_max_frame()).await.expect("budget open");
+        assert!(waits(&adm, 1).await, "a third frame waits while two are unhandled");
+        drop(first);
+        assert!(!waits(&adm, 1).await, "handling one lets the next in");
+    }
+
+    #[tokio::test]
+    async fn the_server_wide_budget_bounds_all_connections_together() {
+        let l = smbq_server::Limits::default();
+        let srv = server(l.max_frame());
+        let (a, b) = (Admission::new(&srv), Admission::new(&srv));
+        a.conn.add_permits(a.grown); // as at logon
+        let held = a.admit(l.max_frame() - 1000).await.expect("budget open");
+        let rest = tokio::time::timeout(Duration::from_secs(5), b.admit(1000)).await;
+        assert!(matches!(rest, Ok(Some(_))), "what is left of the budget is given");
+        assert!(waits(&b, 1000).await, "another connection waits once the budget is spent");
+        drop(held);
+        assert!(!waits(&b, 1000).await, "and goes on once the first connection's frame is handled");
+    }
+}
