@@ -23,8 +23,9 @@ pub struct ServeArgs {
     /// TOML config file (shares, listen addresses, limits, encryption, QUIC).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Share NAME=DIR[,ro][,encrypt=required|desired|off]; repeatable.
-    #[arg(long = "share", value_name = "NAME=DIR[,ro][,encrypt=..]", value_parser = parse_share)]
+    /// Share NAME=DIR[,ro][,encrypt=required|desired|off][,users=A+B][,read_only_users=C]; repeatable.
+    /// users: who may connect (default every user); read_only_users: may connect, change nothing.
+    #[arg(long = "share", value_name = "NAME=DIR[,ro][,encrypt=..][,users=A+B][,read_only_users=C]", value_parser = parse_share)]
     shares: Vec<ShareConfig>,
     /// TCP listen address (default 0.0.0.0:445, or 0.0.0.0:4445 when 445 cannot be bound).
     #[arg(long, value_name = "ADDR:PORT")]
