@@ -71,19 +71,23 @@ pub fn sync_dir(path: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// A fresh directory for a test (left behind, as tests' scratch files are).
+#[cfg(test)]
+pub(crate) fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let d = std::env::temp_dir().join(format!("smbq-auth-{tag}-{}-{nanos}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&d) {
+        panic!("{}: {e}", d.display());
+    }
+    d
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn temp_dir(tag: &str) -> std::path::PathBuf {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let d = std::env::temp_dir().join(format!("smbq-state-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
 
     fn mode(p: &Path) -> u32 {
         std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777

@@ -82,17 +82,8 @@ impl UserDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state_file::temp_dir;
     use std::os::unix::fs::PermissionsExt;
-
-    fn temp_dir(tag: &str) -> std::path::PathBuf {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let d = std::env::temp_dir().join(format!("smbq-auth-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
 
     #[test]
     fn add_get_remove_case_insensitive() {

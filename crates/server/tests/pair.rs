@@ -209,6 +209,11 @@ impl Pair {
     }
 
     fn tree_connect(&mut self, share: &str) -> NtStatus {
+        self.tree_connect_access(share).0
+    }
+
+    /// TREE_CONNECT; the status and the share's MaximalAccess.
+    fn tree_connect_access(&mut self, share: &str) -> (NtStatus, u32) {
         let path: Vec<u8> = format!("\\\\127.0.0.1\\{share}").encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
         let mut b = Vec::new();
         b.u16(9);
@@ -216,9 +221,10 @@ impl Pair {
         b.u16(72);
         b.u16(path.len() as u16);
         b.bytes(&path);
-        let (h, _) = self.call(Command::TREE_CONNECT, &b);
+        let (h, r) = self.call(Command::TREE_CONNECT, &b);
         self.tree_id = h.tree_id;
-        NtStatus(h.status)
+        let access = if h.status == 0 { u32::from_le_bytes(r[HEADER_LEN + 12..HEADER_LEN + 16].try_into().unwrap()) } else { 0 };
+        (NtStatus(h.status), access)
     }
 }
 
@@ -332,20 +338,6 @@ fn pair_on(srv: Arc<Server>, dir: tempfile::TempDir) -> Pair {
     p
 }
 
-fn tree_connect_maximal_access(p: &mut Pair, share: &str) -> (NtStatus, u32) {
-    let path: Vec<u8> = format!("\\\\127.0.0.1\\{share}").encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
-    let mut b = Vec::new();
-    b.u16(9);
-    b.u16(0);
-    b.u16(72);
-    b.u16(path.len() as u16);
-    b.bytes(&path);
-    let (h, r) = p.call(Command::TREE_CONNECT, &b);
-    p.tree_id = h.tree_id;
-    let access = if h.status == 0 { u32::from_le_bytes(r[HEADER_LEN + 12..HEADER_LEN + 16].try_into().unwrap()) } else { 0 };
-    (NtStatus(h.status), access)
-}
-
 fn file_id(b: &[u8; 16]) -> FileId {
     FileId { persistent: u64::from_le_bytes(b[..8].try_into().unwrap()), volatile: u64::from_le_bytes(b[8..].try_into().unwrap()) }
 }
@@ -361,13 +353,13 @@ fn share_users_list_refuses_others_at_tree_connect() {
     let (srv, dir) = access_server();
     let mut carol = pair_on(srv, dir);
     assert_eq!(carol.login("carol", "secret"), NtStatus::SUCCESS);
-    assert_eq!(tree_connect_maximal_access(&mut carol, "share").0, NtStatus::ACCESS_DENIED);
-    assert_eq!(tree_connect_maximal_access(&mut carol, "open").0, NtStatus::SUCCESS);
+    assert_eq!(carol.tree_connect_access("share").0, NtStatus::ACCESS_DENIED);
+    assert_eq!(carol.tree_connect_access("open").0, NtStatus::SUCCESS);
     // Users compare case-insensitively ("Alice" in the list).
     let (srv, dir) = access_server();
     let mut alice = pair_on(srv, dir);
     assert_eq!(alice.login("ALICE", "secret"), NtStatus::SUCCESS);
-    let (st, access) = tree_connect_maximal_access(&mut alice, "share");
+    let (st, access) = alice.tree_connect_access("share");
     assert_eq!((st, access), (NtStatus::SUCCESS, 0x001F_01FF));
     assert_eq!(alice.create("new.txt", WRITE | READ, CREATE).0, NtStatus::SUCCESS);
 }
@@ -378,7 +370,7 @@ fn read_only_user_reads_but_every_modifying_request_is_denied() {
     let root = dir.path().join("s");
     let mut bob = pair_on(srv, dir);
     assert_eq!(bob.login("bob", "secret"), NtStatus::SUCCESS);
-    let (st, access) = tree_connect_maximal_access(&mut bob, "share");
+    let (st, access) = bob.tree_connect_access("share");
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(access & 0x000D_0156, 0, "MaximalAccess {access:#x} grants no write, delete or ownership bits");
     // Creating, overwriting, opening for write: refused.
