@@ -12,5 +12,5 @@ const COMMANDS: [Command; 6] =
     [Command::CHANGE_NOTIFY, Command::CANCEL, Command::LOCK, Command::CLOSE, Command::CREATE, Command::ECHO];
 
 fuzz_target!(|data: &[u8]| {
-    engine::Harness::new().run(data, &COMMANDS);
+    engine::fuzz(data, &COMMANDS);
 });

@@ -9,5 +9,5 @@ use libfuzzer_sys::fuzz_target;
 mod engine;
 
 fuzz_target!(|data: &[u8]| {
-    engine::Harness::new().run(data, &[]);
+    engine::fuzz(data, &[]);
 });
