@@ -27,7 +27,9 @@ impl FsError {
             FsError::Io(e) => Errno::from_io_error(e).map_or(NtStatus::UNSUCCESSFUL, errno_status),
             FsError::InvalidName => NtStatus::OBJECT_NAME_INVALID,
             FsError::Escape => NtStatus::ACCESS_DENIED,
-            FsError::ReadOnly => NtStatus::MEDIA_WRITE_PROTECTED,
+            // As Samba answers on a read-only share (MEDIA_WRITE_PROTECTED
+            // is for snapshots and read-only media).
+            FsError::ReadOnly => NtStatus::ACCESS_DENIED,
             FsError::Status(s) => *s,
         }
     }
@@ -104,14 +106,14 @@ mod tests {
     fn variants_to_status() {
         assert_eq!(FsError::InvalidName.status(), NtStatus::OBJECT_NAME_INVALID);
         assert_eq!(FsError::Escape.status(), NtStatus::ACCESS_DENIED);
-        assert_eq!(FsError::ReadOnly.status(), NtStatus::MEDIA_WRITE_PROTECTED);
+        assert_eq!(FsError::ReadOnly.status(), NtStatus::ACCESS_DENIED);
         assert_eq!(
             FsError::Status(NtStatus::DELETE_PENDING).status(),
             NtStatus::DELETE_PENDING
         );
         assert_eq!(
             NtStatus::from(FsError::ReadOnly),
-            NtStatus::MEDIA_WRITE_PROTECTED
+            NtStatus::ACCESS_DENIED
         );
     }
 }

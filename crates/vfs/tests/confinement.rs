@@ -315,7 +315,7 @@ fn read_only_share_refuses_changes() {
     let f = fixture();
     let ro = PosixFs::new(&f.share, true).unwrap();
     assert!(ro.read_only());
-    let wp = NtStatus::MEDIA_WRITE_PROTECTED;
+    let wp = NtStatus::ACCESS_DENIED;
     for d in [
         Disposition::Create,
         Disposition::Supersede,

@@ -74,7 +74,7 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
         OpenKind::Pipe(_) => return Err(NtStatus::NOT_SUPPORTED),
     };
     let read_only_share = open.share.read_only();
-    let writable = || if read_only_share { Err(NtStatus::MEDIA_WRITE_PROTECTED) } else { Ok(()) };
+    let writable = || if read_only_share { Err(NtStatus::ACCESS_DENIED) } else { Ok(()) };
     let buf = r.buffer;
     match r.class {
         class::BASIC => {
@@ -180,7 +180,7 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
     let share = Arc::clone(&open.share);
     let fs = share.fs().ok_or(NtStatus::INVALID_PARAMETER)?;
     if fs.read_only() {
-        return Err(NtStatus::MEDIA_WRITE_PROTECTED);
+        return Err(NtStatus::ACCESS_DENIED);
     }
     let target = share_path(&ri.name);
     smbq_vfs::check_name(target).map_err(NtStatus::from)?;

@@ -48,7 +48,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let conn_id = ctx.conn.id;
     let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
     if open.share.read_only() {
-        return Err(NtStatus::MEDIA_WRITE_PROTECTED);
+        return Err(NtStatus::ACCESS_DENIED);
     }
     //= MS-SMB2 3.3.5.13
     //# If Open.GrantedAccess does not allow write access, the server MUST
