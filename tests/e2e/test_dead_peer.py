@@ -31,9 +31,12 @@ SRV_IP, CLI_IP = "169.254.77.1", "169.254.77.2"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
                                 reason="needs root and iproute2 for network namespaces")
 
-HOLDER = textwrap.dedent("""
+# Both clients: log on to HOST:PORT (argv) and open held.txt for read and
+# write, sharing nothing, with DISPOSITION; then the client's own part.
+CLIENT = textwrap.dedent("""
     import sys, time, uuid
     from smbprotocol.connection import Connection
+    from smbprotocol.exceptions import SMBResponseException
     from smbprotocol.session import Session
     from smbprotocol.tree import TreeConnect
     from smbprotocol.open import Open, CreateDisposition, CreateOptions, FilePipePrinterAccessMask, ImpersonationLevel
@@ -45,30 +48,23 @@ HOLDER = textwrap.dedent("""
     t = TreeConnect(s, rf"\\\\{host}\\share")
     t.connect()
     f = Open(t, "held.txt")
-    f.create(ImpersonationLevel.Impersonation, FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
-             0, 0, CreateDisposition.FILE_OPEN_IF, CreateOptions.FILE_NON_DIRECTORY_FILE)
+    def hold(disposition):
+        f.create(ImpersonationLevel.Impersonation,
+                 FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
+                 0, 0, disposition, CreateOptions.FILE_NON_DIRECTORY_FILE)
+""")
+
+# Opens the file, says so, and keeps it open.
+HOLDER = CLIENT + textwrap.dedent("""
+    hold(CreateDisposition.FILE_OPEN_IF)
     print("opened", flush=True)
     time.sleep(120)
 """)
 
-PROBE = textwrap.dedent("""
-    import sys, uuid
-    from smbprotocol.connection import Connection
-    from smbprotocol.exceptions import SMBResponseException
-    from smbprotocol.session import Session
-    from smbprotocol.tree import TreeConnect
-    from smbprotocol.open import Open, CreateDisposition, CreateOptions, FilePipePrinterAccessMask, ImpersonationLevel
-    port, user, password = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    conn = Connection(uuid.uuid4(), "127.0.0.1", port)
-    conn.connect(timeout=15)
-    s = Session(conn, user, password)
-    s.connect()
-    t = TreeConnect(s, r"\\\\127.0.0.1\\share")
-    t.connect()
-    f = Open(t, "held.txt")
+# Tries to open it too: "granted" or the status it got.
+PROBE = CLIENT + textwrap.dedent("""
     try:
-        f.create(ImpersonationLevel.Impersonation, FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
-                 0, 0, CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE)
+        hold(CreateDisposition.FILE_OPEN)
         print("granted")
         f.close()
     except SMBResponseException as e:
@@ -127,7 +123,8 @@ def test_vanished_client_releases_its_open(netns, tmp_path):
         assert line == "opened", f"holder: {line!r} {holder.stderr.read() if holder.poll() is not None else ''}"
 
         def probe() -> str:
-            r = subprocess.run(["ip", "netns", "exec", srv_ns, sys.executable, "-c", PROBE, str(port), "tester", password],
+            r = subprocess.run(["ip", "netns", "exec", srv_ns, sys.executable, "-c", PROBE, "127.0.0.1", str(port), "tester",
+                                password],
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
             return r.stdout.strip()
