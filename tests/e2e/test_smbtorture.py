@@ -25,14 +25,11 @@ def mode() -> str:
     return os.environ.get("SMBQ_TORTURE_MODE", "sign")
 
 
-# smbtorture's smb2.credits wants the 8192-credit window Windows and Samba
-# grant; smbq's default window is 512 (limits.credits), so raise it here.
-SMBQ_CONFIG = "[limits]\ncredits = 8192\n"
-
-
+# Both servers on their defaults (smbq's credit window is 8192, as Windows
+# and Samba grant, which smbtorture's smb2.credits checks).
 @pytest.fixture
 def server(start_server, target, mode):
-    return start_server(target, mode, SMBQ_CONFIG if target == "smbq" else None)
+    return start_server(target, mode)
 
 
 @pytest.mark.parametrize("suite", SUITES)

@@ -94,7 +94,8 @@ impl Default for Limits {
             max_sessions: 4096,
             max_opens_per_connection: 16384,
             max_trees_per_session: 64,
-            credits: 512,
+            // What Windows and Samba grant (smbtorture smb2.credits checks it).
+            credits: 8192,
             max_io: 8 * 1024 * 1024,
             preauth_timeout_secs: 30,
             idle_timeout_secs: 900,

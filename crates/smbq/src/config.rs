@@ -21,7 +21,7 @@
 //! users = ["alice", "bob"]     # who may connect; absent = every user
 //! read_only_users = ["bob"]    # may connect, may change nothing
 //! [limits]                     # every key: smbq_server::Limits; bounds: Limits::check
-//! credits = 512
+//! credits = 8192
 //! preauth_timeout_secs = 30
 //! dead_peer_secs = 120         # a peer gone without a FIN is dropped by then
 //! memory_budget = 1073741824   # unhandled request bytes of all connections

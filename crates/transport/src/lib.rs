@@ -68,12 +68,17 @@ pub(crate) struct Frame {
 /// wait for the engine.
 const PREAUTH_FRAMES: usize = 2;
 
+/// What one connection may queue after logon at most, whatever its credit
+/// window allows (8192 credits would charge 512 MiB).
+const MAX_QUEUED: usize = 64 << 20;
+
 /// What one connection's reader may take in ahead of its engine. Before
 /// a session exists a frame over `limits.preauth_max_frame()` (64 KiB of
 /// security blob plus headers) closes the connection and only
 /// [`PREAUTH_FRAMES`] of them are buffered. From logon on, frames up to
 /// `limits.max_frame()` and as many bytes as the credit window can
-/// charge (credits × 64 KiB, MS-SMB2 3.3.5.2.5). Every frame also holds
+/// charge (credits × 64 KiB, MS-SMB2 3.3.5.2.5; at most [`MAX_QUEUED`],
+/// at least two largest frames). Every frame also holds
 /// its bytes of the server-wide `limits.memory_budget`; readers wait while
 /// it is spent.
 struct Admission {
@@ -90,7 +95,7 @@ impl Admission {
     fn new(server: &Server) -> Admission {
         let l = &server.config.limits;
         let preauth = PREAUTH_FRAMES * l.preauth_max_frame();
-        let after = (usize::from(l.credits) * 65536).max(2 * l.max_frame());
+        let after = (usize::from(l.credits) * 65536).min(MAX_QUEUED).max(2 * l.max_frame());
         Admission {
             server: Arc::clone(&server.memory),
             conn: Arc::new(Semaphore::new(preauth)),
