@@ -54,6 +54,16 @@ impl ShareConfig {
     }
 }
 
+/// `Ok` when `v` lies in `lo..=hi`; otherwise an error naming the
+/// config key (`table.key`), its value and the allowed range.
+pub fn check_range(table: &str, key: &str, v: u64, lo: u64, hi: u64) -> Result<(), String> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("{table}.{key} = {v} is outside {lo}..={hi}"))
+    }
+}
+
 /// Limits that bound what peers can make the server hold.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -112,13 +122,7 @@ impl Limits {
     /// Refuse values outside what the protocol and this server can honour,
     /// naming the key (checked at start, before anything is served).
     pub fn check(&self) -> Result<(), String> {
-        let range = |key: &str, v: u64, lo: u64, hi: u64| {
-            if (lo..=hi).contains(&v) {
-                Ok(())
-            } else {
-                Err(format!("limits.{key} = {v} is outside {lo}..={hi}"))
-            }
-        };
+        let range = |key: &str, v: u64, lo: u64, hi: u64| check_range("limits", key, v, lo, hi);
         range("max_connections", self.max_connections as u64, 1, 1 << 20)?;
         range("max_sessions_per_connection", self.max_sessions_per_connection as u64, 1, 1 << 16)?;
         range("max_sessions", self.max_sessions as u64, 1, 1 << 24)?;

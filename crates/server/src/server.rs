@@ -22,12 +22,19 @@ pub struct Share {
     pub encrypt: EncryptPolicy,
     /// Who may connect (lower-case names); `None` = every user.
     users: Option<Vec<String>>,
+    /// Who may connect but change nothing (lower-case names).
+    read_only_users: Vec<String>,
     /// The share as its read-only users see it: the same root through a
     /// file system view that refuses every change.
     read_only_view: Option<Arc<Share>>,
 }
 
 impl Share {
+    /// A share open to every user, as it is.
+    fn new(name: &str, kind: ShareKind, encrypt: EncryptPolicy) -> Share {
+        Share { name: name.into(), kind, encrypt, users: None, read_only_users: Vec::new(), read_only_view: None }
+    }
+
     /// The share as `user` may use it, or `None` if `user` may not
     /// connect. User names compare case-insensitively, as logons do.
     pub fn for_user(self: &Arc<Share>, user: &str) -> Option<Arc<Share>> {
@@ -36,7 +43,7 @@ impl Share {
             return None;
         }
         match &self.read_only_view {
-            Some(view) if view.users.as_ref().is_some_and(|ro| ro.contains(&user)) => Some(Arc::clone(view)),
+            Some(view) if self.read_only_users.contains(&user) => Some(Arc::clone(view)),
             _ => Some(Arc::clone(self)),
         }
     }
@@ -83,17 +90,16 @@ impl Server {
                 return Err(format!("invalid share name {:?}", s.name));
             }
             let lower = |v: &[String]| v.iter().map(|u| u.to_lowercase()).collect::<Vec<_>>();
-            // The view's `users` lists who gets it: the read-only users.
-            let read_only_view = (!s.read_only_users.is_empty() && !s.read_only).then(|| {
-                let kind = ShareKind::Disk(fs.read_only_view());
-                let ro = Some(lower(&s.read_only_users));
-                Arc::new(Share { name: s.name.clone(), kind, encrypt: s.encrypt, users: ro, read_only_view: None })
-            });
-            let users = s.users.as_deref().map(lower);
-            shares.push(Arc::new(Share { name: s.name.clone(), kind: ShareKind::Disk(fs), encrypt: s.encrypt, users, read_only_view }));
+            let read_only_view = (!s.read_only_users.is_empty() && !s.read_only)
+                .then(|| Arc::new(Share::new(&s.name, ShareKind::Disk(fs.read_only_view()), s.encrypt)));
+            shares.push(Arc::new(Share {
+                users: s.users.as_deref().map(lower),
+                read_only_users: lower(&s.read_only_users),
+                read_only_view,
+                ..Share::new(&s.name, ShareKind::Disk(fs), s.encrypt)
+            }));
         }
-        let ipc = Share { name: "IPC$".into(), kind: ShareKind::Ipc, encrypt: EncryptPolicy::Off, users: None, read_only_view: None };
-        shares.push(Arc::new(ipc));
+        shares.push(Arc::new(Share::new("IPC$", ShareKind::Ipc, EncryptPolicy::Off)));
         Ok(Server {
             users: RwLock::new(users),
             shares,

@@ -38,7 +38,7 @@
 //! ```
 
 use serde::Deserialize;
-use smbq_server::{EncryptPolicy, Limits, ShareConfig};
+use smbq_server::{check_range, EncryptPolicy, Limits, ShareConfig};
 use smbq_transport::quic::QuicOptions;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -105,13 +105,7 @@ impl QuicSection {
     /// windows are varints) and this server can honour are refused, naming
     /// the key.
     pub fn options(&self) -> Result<QuicOptions, String> {
-        let range = |key: &str, v: u64, lo: u64, hi: u64| {
-            if (lo..=hi).contains(&v) {
-                Ok(())
-            } else {
-                Err(format!("quic_options.{key} = {v} is outside {lo}..={hi}"))
-            }
-        };
+        let range = |key: &str, v: u64, lo: u64, hi: u64| check_range("quic_options", key, v, lo, hi);
         range("idle_timeout_secs", self.idle_timeout_secs, 1, 24 * 3600)?;
         range("keep_alive_secs", self.keep_alive_secs, 0, self.idle_timeout_secs.saturating_sub(1))?;
         range("stream_window", self.stream_window, 65536, 1 << 32)?;

@@ -9,7 +9,7 @@ use crate::server::{Share, ShareKind};
 use smbq_vfs::{CreateAction, Disposition, FileStat, Kind, OpenOptions, PosixFs};
 use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_data, options, share, CreateRequest, CreateResponse};
 use smbq_wire::fscc::{attr, FileMeta};
-use smbq_wire::{FileId, NtStatus};
+use smbq_wire::{FileId, NtStatus, Reader};
 use std::sync::Arc;
 
 /// FILE_GENERIC_READ / WRITE / EXECUTE (MS-SMB2 2.2.13.1.1 generic mapping).
@@ -157,7 +157,7 @@ fn vfs_disposition(d: u32) -> Disposition {
 /// creates or overwrites, delete-on-close, or any access beyond reading
 /// (MAXIMUM_ALLOWED is not: it gets what the tree allows).
 pub fn modifies(body: &[u8]) -> bool {
-    let u32_at = |o: usize| body.get(o..o + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let u32_at = |o: usize| Reader::new(body.get(o..).unwrap_or(&[])).u32().unwrap_or(0);
     const CHANGES: u32 = WRITE_ACCESS
         | access::FILE_WRITE_EA
         | access::FILE_WRITE_ATTRIBUTES

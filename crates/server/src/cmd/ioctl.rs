@@ -15,7 +15,7 @@ use smbq_wire::ioctl::{
     COPYCHUNK_RESPONSE_LEN, IS_FSCTL, NETWORK_INTERFACE_INFO_LEN, RESUME_KEY_RESPONSE_LEN,
     VALIDATE_NEGOTIATE_RESPONSE_LEN,
 };
-use smbq_wire::{DecodeError, FileId, NtStatus, Put};
+use smbq_wire::{DecodeError, FileId, NtStatus, Put, Reader};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Server-side copy limits (MS-SMB2 3.3.3: ServerSideCopyMaxNumberofChunks,
@@ -29,15 +29,15 @@ const READ_ACCESS: u32 = access::FILE_READ_DATA | access::FILE_EXECUTE;
 /// Link speed reported for the one network interface, in bit/s.
 const LINK_SPEED: u64 = 10_000_000_000;
 
-/// MS-SMB2 3.3.5.15.
 /// Whether an IOCTL body changes the share: server-side copies into the
 /// handle, and any FSCTL whose control code requires FILE_WRITE_ACCESS
 /// (bit 15 of the code, as Windows defines CTL_CODE).
 pub fn modifies(body: &[u8]) -> bool {
-    let code = body.get(4..8).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let code = Reader::new(body.get(4..).unwrap_or(&[])).u32().unwrap_or(0);
     code == fsctl::SRV_COPYCHUNK || (code >> 14) & 2 != 0
 }
 
+/// MS-SMB2 3.3.5.15.
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = IoctlRequest::decode(req.msg).map_err(NtStatus::from)?;
     //= MS-SMB2 3.3.5.15

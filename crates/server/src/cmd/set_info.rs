@@ -30,7 +30,6 @@ fn time(t: u64) -> Option<u64> {
     }
 }
 
-/// Handle an SMB2 SET_INFO (MS-SMB2 3.3.5.21).
 /// Whether a SET_INFO body changes the share: everything but the classes
 /// that only set the handle's own state (position, mode).
 pub fn modifies(body: &[u8]) -> bool {
@@ -38,6 +37,7 @@ pub fn modifies(body: &[u8]) -> bool {
     !(kind == Some(info_type::FILE) && matches!(class, Some(class::POSITION | class::MODE)))
 }
 
+/// Handle an SMB2 SET_INFO (MS-SMB2 3.3.5.21).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = SetInfoRequest::decode(req.msg).map_err(NtStatus::from)?;
     //= MS-SMB2 3.3.5.21
