@@ -355,6 +355,10 @@ def start_smbd(workdir: Path, mode: str) -> Server:
   printing = bsd
   printcap name = /dev/null
   disable spoolss = yes
+  # What Samba's durable handles need (smbd refuses them otherwise).
+  kernel oplocks = no
+  kernel share modes = no
+  posix locking = no
   {security}
 [{SHARE}]
   path = {share_dir}

@@ -94,6 +94,10 @@ pub struct Limits {
     /// Bytes of received requests all connections together may hold
     /// before the engine has handled them; readers wait when it is spent.
     pub memory_budget: usize,
+    /// Seconds an open waits for the holder of an oplock to acknowledge
+    /// its break before the server takes the oplock away (MS-SMB2 3.3.2.1;
+    /// Windows waits 35 s).
+    pub oplock_break_secs: u64,
 }
 
 impl Default for Limits {
@@ -114,6 +118,7 @@ impl Default for Limits {
             max_outstanding: 1024,
             dead_peer_secs: 120,
             memory_budget: 1 << 30,
+            oplock_break_secs: 35,
         }
     }
 }
@@ -140,6 +145,7 @@ impl Limits {
         range("failed_logon_delay_ms", self.failed_logon_delay_ms, 0, 60_000)?;
         range("max_security_blob", self.max_security_blob as u64, 1024, 1 << 20)?;
         range("max_outstanding", self.max_outstanding as u64, 1, 1 << 16)?;
+        range("oplock_break_secs", self.oplock_break_secs, 1, 3600)?;
         range("memory_budget", self.memory_budget as u64, self.max_frame() as u64, 1 << 40)?;
         Ok(())
     }

@@ -1,12 +1,15 @@
 //! One client connection, sans-IO (MS-SMB2 3.3.1.7), driven like
 //! quinn-proto: the transport feeds whole messages to [`Connection::handle_message`]
-//! (with `now`), sends what [`Connection::poll_transmit`] yields, and calls
-//! [`Connection::handle_timeout`] at [`Connection::poll_timeout`].
+//! (with `now`), sends what [`Connection::poll_transmit`] yields, calls
+//! [`Connection::handle_timeout`] at [`Connection::poll_timeout`], and
+//! [`Connection::handle_notices`] when the waker it gave with
+//! [`Connection::set_waker`] is called (another connection has posted an
+//! oplock break for it, or released what a blocked request waits for).
 
 use crate::credits::Credits;
 use crate::dispatch::{self, AsyncWork};
 use crate::open::Open;
-use crate::server::Server;
+use crate::server::{Notice, Server};
 use crate::session::Session;
 use bytes::Bytes;
 use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
@@ -74,15 +77,13 @@ pub struct ConnState {
     pub preauth: PreauthHash,
     pub sessions: HashMap<u64, Session>,
     pub opens: HashMap<u64, Open>,
-    next_volatile: u64,
     /// Answers held back until the instant (failed-logon delay).
     pub(crate) delay_until: Option<Instant>,
 }
 
 impl ConnState {
     pub fn volatile_id(&mut self) -> u64 {
-        self.next_volatile += 1;
-        self.next_volatile
+        self.server.volatile_id()
     }
 }
 
@@ -106,27 +107,24 @@ pub struct Connection {
     held: VecDeque<Vec<u8>>,
     created: Instant,
     last_activity: Instant,
-    last_retry: Instant,
     closed: bool,
 }
-
-/// How often blocked operations (byte-range locks) are retried.
-const RETRY_INTERVAL: Duration = Duration::from_millis(10);
 
 impl Connection {
     pub fn new(server: Arc<Server>, info: TransportInfo, now: Instant) -> Connection {
         server.connections.fetch_add(1, Ordering::Relaxed);
         let credits = Credits::new(server.config.limits.credits);
+        let id = server.connection_id();
+        server.open_mailbox(id);
         Connection {
             st: ConnState {
-                id: server.connection_id(),
+                id,
                 server,
                 info,
                 neg: None,
                 preauth: PreauthHash::new(),
                 sessions: HashMap::new(),
                 opens: HashMap::new(),
-                next_volatile: 0,
                 delay_until: None,
             },
             credits,
@@ -136,7 +134,6 @@ impl Connection {
             held: VecDeque::new(),
             created: now,
             last_activity: now,
-            last_retry: now,
             closed: false,
         }
     }
@@ -173,6 +170,10 @@ impl Connection {
         if r.is_ok() && !self.pending.is_empty() {
             // A request may have released a lock or closed a watched handle.
             dispatch::retry_pending(self, now);
+        }
+        if r.is_ok() {
+            // Breaks this message caused on this connection's own opens.
+            self.handle_notices(now);
         }
         if r.is_err() {
             self.closed = true;
@@ -221,9 +222,9 @@ impl Connection {
         if let Some(d) = self.st.delay_until {
             t = t.min(d);
         }
-        // Locks of other connections can go away at any time: poll for those.
-        if self.pending.iter().any(|p| matches!(p.work, AsyncWork::Lock(_))) {
-            t = t.min(self.last_retry + RETRY_INTERVAL);
+        // Opens waiting for an oplock break stop waiting at its deadline.
+        for d in self.pending.iter().filter_map(|p| p.work.deadline()) {
+            t = t.min(d);
         }
         Some(t)
     }
@@ -249,8 +250,7 @@ impl Connection {
                 self.out.extend(self.held.drain(..));
             }
         }
-        if !self.pending.is_empty() && now >= self.last_retry + RETRY_INTERVAL {
-            self.last_retry = now;
+        if self.pending.iter().filter_map(|p| p.work.deadline()).any(|d| now >= d) {
             dispatch::retry_pending(self, now);
         }
         if now >= self.deadline() && self.pending.is_empty() {
@@ -265,6 +265,30 @@ impl Connection {
             }
         }
         Ok(())
+    }
+
+    /// How the transport is told that [`Connection::handle_notices`] has
+    /// work: called from any thread, so it should only wake the driver.
+    pub fn set_waker(&self, waker: crate::server::Waker) {
+        self.st.server.set_waker(self.st.id, waker);
+    }
+
+    /// Act on what other connections posted: send oplock break
+    /// notifications (MS-SMB2 3.3.4.6), retry blocked requests.
+    pub fn handle_notices(&mut self, now: Instant) {
+        if self.closed {
+            return;
+        }
+        let mut wake = false;
+        for n in self.st.server.take_notices(self.st.id) {
+            match n {
+                Notice::OplockBreak { volatile, level } => dispatch::send_oplock_break(self, volatile, level),
+                Notice::Wake => wake = true,
+            }
+        }
+        if wake && !self.pending.is_empty() {
+            dispatch::retry_pending(self, now);
+        }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -283,6 +307,7 @@ impl Drop for Connection {
         for v in ids {
             crate::cmd::close::close_open(&mut self.st, v);
         }
+        self.st.server.close_mailbox(self.st.id);
         let valid = self.st.sessions.len();
         self.st.server.sessions.fetch_sub(valid, Ordering::Relaxed);
         self.st.server.connections.fetch_sub(1, Ordering::Relaxed);

@@ -41,6 +41,18 @@ pub type HResult = Result<NtStatus, NtStatus>;
 pub enum AsyncWork {
     Lock(cmd::lock::Blocked),
     Notify(cmd::change_notify::Watch),
+    /// A CREATE waiting for oplock breaks to be acknowledged.
+    Create(cmd::create::Deferred),
+}
+
+impl AsyncWork {
+    /// When the work must be retried even if nothing wakes it.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self {
+            AsyncWork::Create(d) => Some(d.deadline),
+            AsyncWork::Lock(_) | AsyncWork::Notify(_) => None,
+        }
+    }
 }
 
 /// What a handler sees: the connection, the session/tree the request is
@@ -179,7 +191,7 @@ pub static TABLE: [CommandSpec; 19] = [
     spec(Command::CHANGE_NOTIFY, 32, true, true, Never, cmd::change_notify::handle),
     spec(Command::QUERY_INFO, 41, true, true, Never, cmd::query_info::handle),
     spec(Command::SET_INFO, 33, true, true, When(cmd::set_info::modifies), cmd::set_info::handle),
-    spec(Command::OPLOCK_BREAK, 24, true, true, Never, not_supported),
+    spec(Command::OPLOCK_BREAK, 24, true, true, Never, cmd::oplock_break::handle),
 ];
 
 fn not_supported(_: &mut Ctx<'_>, _: &Req<'_>) -> HResult {
@@ -583,6 +595,7 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
         let done = match &mut p.work {
             AsyncWork::Lock(b) => cmd::lock::retry(&mut ctx, b),
             AsyncWork::Notify(w) => cmd::change_notify::retry(&mut ctx, w),
+            AsyncWork::Create(d) => cmd::create::retry(&mut ctx, d),
         };
         match done {
             Some(result) => {
@@ -592,6 +605,31 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
             None => i += 1,
         }
     }
+}
+
+/// An oplock break notification for the open `volatile` of this
+/// connection (MS-SMB2 2.2.23.1, 3.3.4.6): MessageId all ones, no
+/// session or tree in the header, not signed; sealed with the open's
+/// session key when its session or share encrypts. An open closed
+/// meanwhile needs no break.
+pub(crate) fn send_oplock_break(c: &mut Connection, volatile: u64, level: u8) {
+    let Some(o) = c.st.opens.get(&volatile) else { return };
+    let (file_id, sid, tid) = (o.file_id, o.session_id, o.tree_id);
+    let encrypt = c.st.sessions.get(&sid).is_some_and(|s| {
+        s.encryptor.is_some() && (s.encrypt_data || s.trees.get(&tid).is_some_and(|t| t.encrypt))
+    });
+    let prefix = 4 + if encrypt { TRANSFORM_HEADER_LEN } else { 0 };
+    let mut out = Vec::with_capacity(prefix + HEADER_LEN + 24);
+    out.resize(prefix, 0);
+    let h = Header {
+        command: Command::OPLOCK_BREAK.0,
+        flags: flags::SERVER_TO_REDIR,
+        message_id: u64::MAX,
+        ..Default::default()
+    };
+    h.encode(&mut out);
+    smbq_wire::oplock_break::encode(&mut out, level, file_id);
+    finish(c, out, &[(prefix, None)], encrypt.then_some(sid));
 }
 
 /// Send the final response of an async operation. `body` is either empty

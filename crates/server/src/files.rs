@@ -1,8 +1,10 @@
 //! The global open-file table (MS-SMB2 3.3.1.10 GlobalOpenTable, seen per
 //! file): which opens hold a file with which access and share mode, whether
-//! delete is pending, and its byte-range locks.
+//! delete is pending, its byte-range locks and oplocks, and which
+//! connections wait for a change to it.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 /// Identifies one open server-wide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -16,6 +18,26 @@ pub struct OpenRef {
     pub owner: OpenOwner,
     pub access: u32,
     pub share_access: u32,
+    /// The oplock level it holds (MS-SMB2 2.2.13 OplockLevel).
+    pub oplock: u8,
+    /// A break sent and not yet acknowledged.
+    pub breaking: Option<Breaking>,
+}
+
+impl OpenRef {
+    pub fn new(owner: OpenOwner, access: u32, share_access: u32) -> OpenRef {
+        OpenRef { owner, access, share_access, oplock: 0, breaking: None }
+    }
+}
+
+/// An oplock break in progress (MS-SMB2 3.3.1.10 Open.OplockState Breaking).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Breaking {
+    /// The level the holder was told to break to.
+    pub to: u8,
+    /// When the server stops waiting for the acknowledgment
+    /// (`limits.oplock_break_secs`, 35 s by default as on Windows).
+    pub deadline: Instant,
 }
 
 #[derive(Clone, Debug)]
@@ -34,6 +56,23 @@ pub struct FileEntry {
     pub opens: Vec<OpenRef>,
     pub delete_pending: bool,
     pub locks: Vec<ByteLock>,
+    /// Connections with a request blocked on this file (a byte-range
+    /// lock, an open waiting for an oplock break): woken when an open
+    /// closes, a lock goes or a break is acknowledged.
+    pub waiters: Vec<u64>,
+}
+
+impl FileEntry {
+    pub fn open_mut(&mut self, owner: OpenOwner) -> Option<&mut OpenRef> {
+        self.opens.iter_mut().find(|o| o.owner == owner)
+    }
+
+    /// Note that connection `id` waits for a change to this file.
+    pub fn wait(&mut self, id: u64) {
+        if !self.waiters.contains(&id) {
+            self.waiters.push(id);
+        }
+    }
 }
 
 /// Keyed by `FileStat::file_id`.
@@ -47,17 +86,18 @@ impl FileTable {
         self.files.entry(key).or_default()
     }
 
-    /// Drop an open and its locks; returns true if it was the last open
-    /// (the entry is then removed).
-    pub fn remove_open(&mut self, key: u64, owner: OpenOwner) -> bool {
-        let Some(e) = self.files.get_mut(&key) else { return true };
+    /// Drop an open and its locks; returns whether it was the last open
+    /// (the entry is then removed) and the connections to wake.
+    pub fn remove_open(&mut self, key: u64, owner: OpenOwner) -> (bool, Vec<u64>) {
+        let Some(e) = self.files.get_mut(&key) else { return (true, Vec::new()) };
         e.opens.retain(|o| o.owner != owner);
         e.locks.retain(|l| l.owner != owner);
+        let waiters = std::mem::take(&mut e.waiters);
         if e.opens.is_empty() {
             self.files.remove(&key);
-            true
+            (true, waiters)
         } else {
-            false
+            (false, waiters)
         }
     }
 }

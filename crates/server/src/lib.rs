@@ -4,7 +4,7 @@
 //! messages; everything here is driven with byte buffers and a `now`.
 //! Layout: `connection` (framing-level state, timers), `dispatch` (compound
 //! splitting, command table, signing/sealing), `session`, `tree`, `open`,
-//! `files` (global open table), `cmd/<command>.rs` (one per SMB2 command),
+//! `files` (global open table), `oplock` (grants and breaks), `cmd/<command>.rs` (one per SMB2 command),
 //! `rpc` (named pipes on IPC$).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -15,6 +15,7 @@ pub mod credits;
 pub mod dispatch;
 pub mod files;
 pub mod open;
+pub mod oplock;
 pub mod rpc;
 pub mod server;
 pub mod session;

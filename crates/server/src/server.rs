@@ -1,10 +1,14 @@
-//! State shared by all connections: configuration, users, shares, and the
-//! global table of open files (share modes, delete-pending, byte-range locks).
+//! State shared by all connections: configuration, users, shares, the
+//! global table of open files (share modes, delete-pending, byte-range
+//! locks, oplocks), and each connection's mailbox: how one connection's
+//! request reaches another (an oplock break to send, a blocked request
+//! to retry).
 
 use crate::config::{EncryptPolicy, ServerConfig};
 use crate::files::FileTable;
 use smbq_auth::UserDb;
 use smbq_vfs::PosixFs;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
@@ -61,6 +65,25 @@ impl Share {
     }
 }
 
+/// What one connection asks of another (MS-SMB2 3.3.4.6: an oplock break
+/// goes out on the connection of the open that holds it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// Send an oplock break notification for the open `volatile`.
+    OplockBreak { volatile: u64, level: u8 },
+    /// Something a blocked request waits for changed: retry it.
+    Wake,
+}
+
+/// How a transport learns that its connection has notices.
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Default)]
+struct Mailbox {
+    notices: Vec<Notice>,
+    waker: Option<Waker>,
+}
+
 pub struct Server {
     pub config: ServerConfig,
     pub users: RwLock<UserDb>,
@@ -70,12 +93,14 @@ pub struct Server {
     pub start_time: u64,
     pub files: Mutex<FileTable>,
     next_connection_id: AtomicU64,
+    next_volatile: AtomicU64,
     next_session_id: AtomicU64,
     pub connections: AtomicUsize,
     pub sessions: AtomicUsize,
     /// `limits.memory_budget`: bytes of received, not yet handled requests
     /// all connections together may hold (the transports take from it).
     pub memory: Arc<Semaphore>,
+    mailboxes: Mutex<HashMap<u64, Mailbox>>,
 }
 
 impl Server {
@@ -107,12 +132,65 @@ impl Server {
             start_time: now_filetime(SystemTime::now()),
             files: Mutex::new(FileTable::default()),
             next_connection_id: AtomicU64::new(1),
+            next_volatile: AtomicU64::new(1),
             next_session_id: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             sessions: AtomicUsize::new(0),
             memory: Arc::new(Semaphore::new(config.limits.memory_budget.min(Semaphore::MAX_PERMITS))),
+            mailboxes: Mutex::new(HashMap::new()),
             config,
         })
+    }
+
+    /// Deliver `notice` to connection `id` and wake its transport; a
+    /// connection that is gone is ignored. Taken with the file table
+    /// locked or not (the mailboxes are locked after it, never before).
+    pub fn post(&self, id: u64, notice: Notice) {
+        let waker = {
+            let mut m = self.mailboxes.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(b) = m.get_mut(&id) else { return };
+            if notice == Notice::Wake && b.notices.contains(&Notice::Wake) {
+                return;
+            }
+            b.notices.push(notice);
+            b.waker.clone()
+        };
+        if let Some(w) = waker {
+            w();
+        }
+    }
+
+    /// Send oplock breaks to the connections of the opens that hold them.
+    pub fn send_breaks(&self, breaks: &[(crate::files::OpenOwner, u8)]) {
+        for &(owner, level) in breaks {
+            self.post(owner.connection, Notice::OplockBreak { volatile: owner.volatile, level });
+        }
+    }
+
+    /// Wake every connection in `ids`.
+    pub fn wake(&self, ids: &[u64]) {
+        for &id in ids {
+            self.post(id, Notice::Wake);
+        }
+    }
+
+    pub(crate) fn open_mailbox(&self, id: u64) {
+        self.mailboxes.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Mailbox::default());
+    }
+
+    pub(crate) fn close_mailbox(&self, id: u64) {
+        self.mailboxes.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+
+    pub(crate) fn set_waker(&self, id: u64, waker: Waker) {
+        if let Some(b) = self.mailboxes.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id) {
+            b.waker = Some(waker);
+        }
+    }
+
+    pub(crate) fn take_notices(&self, id: u64) -> Vec<Notice> {
+        let mut m = self.mailboxes.lock().unwrap_or_else(|p| p.into_inner());
+        m.get_mut(&id).map(|b| std::mem::take(&mut b.notices)).unwrap_or_default()
     }
 
     pub fn share(&self, name: &str) -> Option<Arc<Share>> {
@@ -121,6 +199,12 @@ impl Server {
 
     pub(crate) fn connection_id(&self) -> u64 {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Volatile FileIds are unique server-wide (an open keeps its id when
+    /// it moves to another connection).
+    pub(crate) fn volatile_id(&self) -> u64 {
+        self.next_volatile.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Session ids are unique server-wide and never 0 or all-ones.

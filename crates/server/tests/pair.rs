@@ -84,6 +84,11 @@ impl Pair {
     /// Feed raw bytes; collect every response frame (prefix stripped, opened if sealed).
     fn raw(&mut self, mut msg: Vec<u8>) -> Result<Vec<Vec<u8>>, Fatal> {
         self.conn.handle_message(Instant::now(), &mut msg)?;
+        Ok(self.drain())
+    }
+
+    /// Every frame the connection has to send (prefix stripped, opened if sealed).
+    fn drain(&mut self) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         while let Some(f) = self.conn.poll_transmit() {
             let len = framing::frame_len(f[..4].try_into().unwrap(), usize::MAX).unwrap();
@@ -95,11 +100,19 @@ impl Pair {
             }
             out.push(body);
         }
-        Ok(out)
+        out
     }
 
     /// Send one request (signed/sealed as the session needs); one response expected.
     fn call(&mut self, command: Command, body: &[u8]) -> (Header, Vec<u8>) {
+        let mut r = self.request(command, body);
+        assert_eq!(r.len(), 1, "one response");
+        let resp = r.remove(0);
+        (Header::decode(&resp).unwrap(), resp)
+    }
+
+    /// Send one request (signed/sealed as the session needs); every frame it brings.
+    fn request(&mut self, command: Command, body: &[u8]) -> Vec<Vec<u8>> {
         let mut m = self.message(command, body);
         if let Some((seal, _)) = &self.seal {
             let mut buf = vec![0u8; 52];
@@ -110,10 +123,19 @@ impl Pair {
             m[16..20].copy_from_slice(&(flags::SIGNED).to_le_bytes());
             s.sign(&mut m);
         }
-        let mut r = self.raw(m).expect("connection stays up");
-        assert_eq!(r.len(), 1, "one response");
-        let resp = r.remove(0);
-        (Header::decode(&resp).unwrap(), resp)
+        self.raw(m).expect("connection stays up")
+    }
+
+    /// What the connection sends after acting on its notices (`now`).
+    fn notices(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        self.conn.handle_notices(now);
+        self.drain()
+    }
+
+    /// What the connection sends after its timers ran at `now`.
+    fn timeout(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        self.conn.handle_timeout(now).expect("connection stays up");
+        self.drain()
     }
 
     fn negotiate(&mut self) {
@@ -187,25 +209,10 @@ impl Pair {
 
     /// CREATE `name` with `access` and `disposition`; the status and the FileId bytes.
     fn create(&mut self, name: &str, access: u32, disposition: u32) -> (NtStatus, [u8; 16]) {
-        let req = smbq_wire::create::CreateRequest {
-            oplock_level: 0,
-            impersonation_level: 2,
-            desired_access: access,
-            file_attributes: 0,
-            share_access: 7,
-            disposition,
-            options: 0,
-            name: name.into(),
-            contexts: Vec::new(),
-        };
-        let mut b = vec![0u8; HEADER_LEN];
-        req.encode(&mut b, 0);
-        let (h, r) = self.call(Command::CREATE, &b[HEADER_LEN..]);
-        let mut fid = [0u8; 16];
-        if h.status == 0 {
-            fid.copy_from_slice(&r[HEADER_LEN + 64..HEADER_LEN + 80]);
-        }
-        (NtStatus(h.status), fid)
+        let mut r = self.request(Command::CREATE, &create_body(name, access, disposition, 0));
+        assert_eq!(r.len(), 1, "one response");
+        let (h, fid, _) = create_reply(&r.remove(0));
+        (h, fid)
     }
 
     fn tree_connect(&mut self, share: &str) -> NtStatus {
@@ -226,6 +233,34 @@ impl Pair {
         let access = if h.status == 0 { u32::from_le_bytes(r[HEADER_LEN + 12..HEADER_LEN + 16].try_into().unwrap()) } else { 0 };
         (NtStatus(h.status), access)
     }
+}
+
+/// A CREATE body: `name`, sharing everything, asking for `oplock`.
+fn create_body(name: &str, access: u32, disposition: u32, oplock: u8) -> Vec<u8> {
+    let req = smbq_wire::create::CreateRequest {
+        oplock_level: oplock,
+        impersonation_level: 2,
+        desired_access: access,
+        file_attributes: 0,
+        share_access: 7,
+        disposition,
+        options: 0,
+        name: name.into(),
+        contexts: Vec::new(),
+    };
+    let mut b = vec![0u8; HEADER_LEN];
+    req.encode(&mut b, 0);
+    b.split_off(HEADER_LEN)
+}
+
+/// A CREATE response: its status, FileId bytes and granted oplock level.
+fn create_reply(r: &[u8]) -> (NtStatus, [u8; 16], u8) {
+    let h = Header::decode(r).unwrap();
+    let mut fid = [0u8; 16];
+    if h.status == 0 {
+        fid.copy_from_slice(&r[HEADER_LEN + 64..HEADER_LEN + 80]);
+    }
+    (NtStatus(h.status), fid, if h.status == 0 { r[HEADER_LEN + 2] } else { 0 })
 }
 
 fn rand_nonce() -> [u8; 16] {
@@ -701,4 +736,105 @@ fn compound_reply_never_overflows_the_frame_length() {
         off += h.next_command as usize;
     }
     assert_eq!(statuses, [NtStatus::SUCCESS, NtStatus::INSUFFICIENT_RESOURCES, NtStatus::INSUFFICIENT_RESOURCES, NtStatus::INSUFFICIENT_RESOURCES]);
+}
+
+/// Two clients of one server, each on its own connection, logged on and
+/// connected to the share.
+fn two_clients() -> (Pair, Pair) {
+    let (srv, dir) = server(smbq_server::EncryptPolicy::Off);
+    let mut a = pair_on(Arc::clone(&srv), dir);
+    let mut b = pair_on(srv, tempfile::tempdir().unwrap());
+    for p in [&mut a, &mut b] {
+        assert_eq!(p.login("alice", "secret"), NtStatus::SUCCESS);
+        assert_eq!(p.tree_connect("share"), NtStatus::SUCCESS);
+    }
+    (a, b)
+}
+
+const BATCH: u8 = 9;
+const LEVEL_II: u8 = 1;
+const RW: u32 = READ | WRITE;
+
+/// An oplock break notification (MS-SMB2 2.2.23.1): level and FileId.
+fn break_notification(m: &[u8]) -> (u8, [u8; 16]) {
+    let h = Header::decode(m).unwrap();
+    assert_eq!((h.command, h.message_id, h.session_id), (Command::OPLOCK_BREAK.0, u64::MAX, 0));
+    (m[HEADER_LEN + 2], m[HEADER_LEN + 8..HEADER_LEN + 24].try_into().unwrap())
+}
+
+fn ack_body(level: u8, fid: &[u8; 16]) -> Vec<u8> {
+    let mut b = Vec::new();
+    smbq_wire::oplock_break::encode(&mut b, level, file_id(fid));
+    b
+}
+
+#[test]
+fn batch_oplock_is_broken_for_another_connection_and_its_open_waits_for_the_ack() {
+    let (mut a, mut b) = two_clients();
+    let r = a.request(Command::CREATE, &create_body("f", RW, OPEN_IF, BATCH));
+    let (st, afid, level) = create_reply(&r[0]);
+    assert_eq!((st, level), (NtStatus::SUCCESS, BATCH));
+
+    // B's open goes async (interim STATUS_PENDING) while A is told to break.
+    let r = b.request(Command::CREATE, &create_body("f", RW, OPEN, 0));
+    assert_eq!(r.len(), 1);
+    let interim = Header::decode(&r[0]).unwrap();
+    assert_eq!(NtStatus(interim.status), NtStatus::PENDING);
+    assert!(interim.flags & flags::ASYNC_COMMAND != 0);
+    assert!(b.notices(Instant::now()).is_empty(), "nothing for B until A acknowledges");
+    let n = a.notices(Instant::now());
+    assert_eq!(n.len(), 1, "one break notification for A");
+    assert_eq!(break_notification(&n[0]), (LEVEL_II, afid));
+
+    // A acknowledges level II; B's open completes, sharing the file.
+    let (h, ack) = a.call(Command::OPLOCK_BREAK, &ack_body(LEVEL_II, &afid));
+    assert_eq!(NtStatus(h.status), NtStatus::SUCCESS);
+    assert_eq!(ack[HEADER_LEN + 2], LEVEL_II);
+    let done = b.notices(Instant::now());
+    assert_eq!(done.len(), 1, "B's final CREATE response");
+    let h = Header::decode(&done[0]).unwrap();
+    assert_eq!((h.message_id, h.async_id), (interim.message_id, interim.async_id));
+    assert_eq!(create_reply(&done[0]).0, NtStatus::SUCCESS);
+
+    // A second acknowledgment has no break to answer.
+    let (h, _) = a.call(Command::OPLOCK_BREAK, &ack_body(LEVEL_II, &afid));
+    assert_eq!(NtStatus(h.status), NtStatus::INVALID_OPLOCK_PROTOCOL);
+}
+
+#[test]
+fn unacknowledged_break_times_out_and_the_open_goes_on() {
+    let (mut a, mut b) = two_clients();
+    let r = a.request(Command::CREATE, &create_body("f", RW, OPEN_IF, BATCH));
+    assert_eq!(create_reply(&r[0]).2, BATCH);
+    let start = Instant::now();
+    let r = b.request(Command::CREATE, &create_body("f", RW, OPEN, BATCH));
+    assert_eq!(NtStatus(Header::decode(&r[0]).unwrap().status), NtStatus::PENDING);
+    assert_eq!(a.notices(start).len(), 1);
+    let deadline = b.conn.poll_timeout().unwrap();
+    assert!(deadline >= start + std::time::Duration::from_secs(34), "waits for the 35 s break timeout");
+    assert!(b.timeout(start + std::time::Duration::from_secs(1)).is_empty());
+    let done = b.timeout(deadline);
+    assert_eq!(done.len(), 1);
+    // A lost its oplock, so B is not the sole holder of caching: level II.
+    let (st, _, level) = create_reply(&done[0]);
+    assert_eq!((st, level), (NtStatus::SUCCESS, LEVEL_II));
+}
+
+#[test]
+fn a_write_breaks_level_ii_oplocks_of_others_without_waiting() {
+    let (mut a, mut b) = two_clients();
+    let r = a.request(Command::CREATE, &create_body("f", RW, OPEN_IF, LEVEL_II));
+    let (_, afid, level) = create_reply(&r[0]);
+    assert_eq!(level, LEVEL_II, "a level II request gets level II");
+    let r = b.request(Command::CREATE, &create_body("f", RW, OPEN, LEVEL_II));
+    let (st, bfid, level) = create_reply(&r[0]);
+    assert_eq!((st, level), (NtStatus::SUCCESS, LEVEL_II), "level II holders share");
+    let mut w = Vec::new();
+    smbq_wire::write::WriteRequest { offset: 0, file_id: file_id(&bfid), channel: 0, remaining_bytes: 0, flags: 0, data: b"x" }.encode(&mut w);
+    let (h, _) = b.call(Command::WRITE, &w);
+    assert_eq!(NtStatus(h.status), NtStatus::SUCCESS);
+    let n = a.notices(Instant::now());
+    assert_eq!(n.len(), 1);
+    assert_eq!(break_notification(&n[0]), (0, afid), "broken to none");
+    assert!(b.notices(Instant::now()).is_empty(), "the writer's own oplock is not broken");
 }

@@ -305,20 +305,37 @@ fn run_engine(
 ) {
     let peer = info.peer;
     let mut conn = Connection::new(server, info, Instant::now());
+    // Other connections post oplock breaks and wake-ups to this one.
+    let notices = Arc::new(tokio::sync::Notify::new());
+    let n = Arc::clone(&notices);
+    conn.set_waker(Arc::new(move || n.notify_one()));
     let mut on_logon = Some(on_logon);
+    enum Event {
+        Frame(Option<Frame>),
+        Notice,
+        Timeout,
+    }
     let reason = loop {
         let deadline = conn.poll_timeout();
         let ev = rt.block_on(async {
-            match deadline {
-                Some(d) => tokio::select! {
-                    m = rx.recv() => Some(m),
-                    _ = tokio::time::sleep_until(d.into()) => None,
-                },
-                None => Some(rx.recv().await),
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                m = rx.recv() => Event::Frame(m),
+                _ = notices.notified() => Event::Notice,
+                _ = sleep => Event::Timeout,
             }
         });
         let result = match ev {
-            Some(Some(mut f)) => {
+            Event::Notice => {
+                conn.handle_notices(Instant::now());
+                Ok(())
+            }
+            Event::Frame(Some(mut f)) => {
                 let r = conn.handle_frame(Instant::now(), &mut f.head, &f.tail);
                 if adm.note_logon(&conn) {
                     if let Some(f) = on_logon.take() {
@@ -327,8 +344,8 @@ fn run_engine(
                 }
                 r
             }
-            Some(None) => break "peer closed".to_string(),
-            None => conn.handle_timeout(Instant::now()),
+            Event::Frame(None) => break "peer closed".to_string(),
+            Event::Timeout => conn.handle_timeout(Instant::now()),
         };
         let mut send_failed = false;
         while let Some(out) = conn.poll_transmit() {

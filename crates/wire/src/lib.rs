@@ -16,6 +16,7 @@ pub mod tree_connect;
 pub mod create;
 pub mod close;
 pub mod flush;
+pub mod oplock_break;
 pub mod read;
 pub mod write;
 pub mod lock;

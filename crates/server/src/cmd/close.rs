@@ -53,8 +53,9 @@ pub fn close_open(st: &mut ConnState, volatile: u64) -> Option<Open> {
         let delete = entry.delete_pending;
         // Another connection may have renamed the file since this open.
         let path = if entry.path.is_empty() { open.path.clone() } else { entry.path.clone() };
-        let last = files.remove_open(open.file_key, owner);
+        let (last, waiters) = files.remove_open(open.file_key, owner);
         drop(files);
+        st.server.wake(&waiters);
         if let (true, true, Some(fs), OpenKind::File(h)) = (last, delete, open.share.fs(), &open.kind) {
             if let Err(e) = fs.unlink(&path, h.is_dir) {
                 tracing::debug!(%path, error = %e, "delete on close failed");

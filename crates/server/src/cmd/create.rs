@@ -2,15 +2,17 @@
 //! file or directory on a disk share, or a named pipe on IPC$. Also the
 //! access-mask and share-mode rules the other file commands reuse.
 
-use crate::dispatch::{Ctx, HResult, Req};
-use crate::files::OpenRef;
+use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::files::{OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
+use crate::oplock;
 use crate::server::{Share, ShareKind};
 use smbq_vfs::{CreateAction, Disposition, FileStat, Kind, OpenOptions, PosixFs};
 use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_data, options, share, CreateRequest, CreateResponse};
 use smbq_wire::fscc::{attr, FileMeta};
 use smbq_wire::{FileId, NtStatus, Reader};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// FILE_GENERIC_READ / WRITE / EXECUTE (MS-SMB2 2.2.13.1.1 generic mapping).
 const FILE_GENERIC_READ: u32 = 0x0012_0089;
@@ -191,7 +193,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         // Names are share-relative: Windows fails one that starts with a
         // separator (smbtorture smb2.create.leading-slash).
         ShareKind::Disk(_) if r.name.starts_with('\\') => Err(NtStatus::INVALID_PARAMETER),
-        ShareKind::Disk(fs) => open_file(ctx, &r, &r.name, granted, maximal, fs, Arc::clone(&share)),
+        ShareKind::Disk(fs) => open_file(ctx, req.msg, &r, granted, maximal, fs, Arc::clone(&share)),
     }
 }
 
@@ -251,16 +253,9 @@ fn response(m: &FileMeta, action: CreateAction, file_id: FileId) -> CreateRespon
 }
 
 /// The checks that need the existing file, made before opening so a
-/// refused overwrite truncates nothing.
+/// refused overwrite truncates nothing. Share modes and oplocks come
+/// after them ([`contend`]).
 fn check_existing(st: &FileStat, entry: Option<&crate::files::FileEntry>, r: &CreateRequest<'_>, granted: u32) -> Result<(), NtStatus> {
-    if let Some(e) = entry {
-        if e.delete_pending {
-            return Err(NtStatus::DELETE_PENDING);
-        }
-        if share_conflict(&e.opens, granted, r.share_access) {
-            return Err(NtStatus::SHARING_VIOLATION);
-        }
-    }
     if st.attributes & attr::READONLY != 0 && !st.is_dir {
         if r.options & options::DELETE_ON_CLOSE != 0 {
             return Err(NtStatus::CANNOT_DELETE);
@@ -270,7 +265,52 @@ fn check_existing(st: &FileStat, entry: Option<&crate::files::FileEntry>, r: &Cr
             return Err(NtStatus::ACCESS_DENIED);
         }
     }
+    if entry.is_some_and(|e| e.delete_pending) {
+        return Err(NtStatus::DELETE_PENDING);
+    }
     Ok(())
+}
+
+/// Share modes and oplocks against the file's other opens (MS-SMB2
+/// 3.3.5.9, MS-FSA 2.1.5.1.2): break the oplocks this open cannot live
+/// with; `Ok(Some(deadline))` when it must wait for their holders'
+/// acknowledgments, SHARING_VIOLATION when the share modes conflict.
+fn contend(ctx: &Ctx<'_>, entry: &mut crate::files::FileEntry, r: &CreateRequest<'_>, granted: u32) -> Result<Option<Instant>, NtStatus> {
+    let server = &ctx.conn.server;
+    let violation = share_conflict(&entry.opens, granted, r.share_access);
+    let overwrite = matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF);
+    let timeout = Duration::from_secs(server.config.limits.oplock_break_secs);
+    let c = oplock::contend(entry, granted, violation, overwrite, ctx.now, timeout);
+    server.send_breaks(&c.breaks);
+    if let Some(deadline) = c.wait {
+        entry.wait(ctx.conn.id);
+        return Ok(Some(deadline));
+    }
+    if violation {
+        return Err(NtStatus::SHARING_VIOLATION);
+    }
+    Ok(None)
+}
+
+/// A CREATE waiting for oplock break acknowledgments (MS-SMB2 3.3.4.2):
+/// its request, run again when they come or at `deadline`.
+pub struct Deferred {
+    msg: Vec<u8>,
+    pub deadline: Instant,
+}
+
+/// Run a deferred CREATE again; `None` while it still waits.
+pub fn retry(ctx: &mut Ctx<'_>, d: &mut Deferred) -> Option<HResult> {
+    let msg = std::mem::take(&mut d.msg);
+    let hdr = ctx.hdr.clone();
+    let result = handle(ctx, &Req { hdr: &hdr, msg: &msg, tail: &[] });
+    match ctx.go_async.take() {
+        Some(AsyncWork::Create(next)) => {
+            *d = next;
+            None
+        }
+        _ => Some(result),
+    }
 }
 
 /// The NTFS quota index Windows clients open to manage quotas.
@@ -297,13 +337,14 @@ fn open_quota_file(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, granted: u32, fs: &
 #[allow(clippy::too_many_arguments)]
 fn open_file(
     ctx: &mut Ctx<'_>,
+    req_msg: &[u8],
     r: &CreateRequest<'_>,
-    name: &str,
     mut granted: u32,
     mut maximal: u32,
     fs: &PosixFs,
     share: Arc<Share>,
 ) -> HResult {
+    let name = r.name.as_str();
     if name.eq_ignore_ascii_case(QUOTA_FAKE_FILE) {
         return open_quota_file(ctx, r, granted, fs, share);
     }
@@ -339,17 +380,26 @@ fn open_file(
     if r.options & options::DIRECTORY_FILE != 0 && r.file_attributes & attr::TEMPORARY != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    if r.disposition != disposition::CREATE {
-        if let Ok(st) = fs.stat_path(name) {
-            if st.attributes & attr::READONLY != 0 && !st.is_dir {
-                // MAXIMUM_ALLOWED on a read-only file grants no data writes.
-                maximal &= !WRITE_ACCESS;
-                if r.desired_access & access::MAXIMUM_ALLOWED != 0 && r.desired_access & (access::GENERIC_WRITE | access::GENERIC_ALL) == 0 {
-                    granted &= !(WRITE_ACCESS & !r.desired_access);
-                }
+    // From the checks to the registration of the new open the file table
+    // stays locked: no other open can come between them, and nothing is
+    // truncated before the share modes and oplocks allow it.
+    let server = Arc::clone(&ctx.conn.server);
+    let mut files = server.lock_files();
+    let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
+    if let Some(st) = &existing {
+        if st.attributes & attr::READONLY != 0 && !st.is_dir {
+            // MAXIMUM_ALLOWED on a read-only file grants no data writes.
+            maximal &= !WRITE_ACCESS;
+            if r.desired_access & access::MAXIMUM_ALLOWED != 0 && r.desired_access & (access::GENERIC_WRITE | access::GENERIC_ALL) == 0 {
+                granted &= !(WRITE_ACCESS & !r.desired_access);
             }
-            let files = ctx.conn.server.lock_files();
-            check_existing(&st, files.files.get(&st.file_id), r, granted)?;
+        }
+        check_existing(st, files.files.get(&st.file_id), r, granted)?;
+        if let Some(entry) = files.files.get_mut(&st.file_id) {
+            if let Some(deadline) = contend(ctx, entry, r, granted)? {
+                ctx.go_async = Some(AsyncWork::Create(Deferred { msg: req_msg.to_vec(), deadline }));
+                return Ok(NtStatus::PENDING);
+            }
         }
     }
     let kind = if r.options & options::DIRECTORY_FILE != 0 {
@@ -367,6 +417,18 @@ fn open_file(
     };
     let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
     let mut st = h.stat().map_err(NtStatus::from)?;
+    if existing.as_ref().is_some_and(|e| e.file_id != st.file_id) {
+        // Replaced from outside smbq between the stat and the open: the
+        // file opened is not the one checked.
+        if let Some(e) = files.files.get(&st.file_id) {
+            if e.delete_pending {
+                return Err(NtStatus::DELETE_PENDING);
+            }
+            if share_conflict(&e.opens, granted, r.share_access) {
+                return Err(NtStatus::SHARING_VIOLATION);
+            }
+        }
+    }
     if action == CreateAction::Created && r.file_attributes & attr::READONLY != 0 && !st.is_dir {
         h.set_readonly(true).map_err(NtStatus::from)?;
         st.attributes |= attr::READONLY;
@@ -380,33 +442,13 @@ fn open_file(
     }
 
     let fid = new_file_id(ctx);
-    let conn_id = ctx.conn.id;
-    {
-        let mut files = ctx.conn.server.lock_files();
-        let entry = files.entry(st.file_id);
-        // Someone may have opened the file between the check and the open.
-        let recheck = if entry.delete_pending {
-            Err(NtStatus::DELETE_PENDING)
-        } else if share_conflict(&entry.opens, granted, r.share_access) {
-            Err(NtStatus::SHARING_VIOLATION)
-        } else {
-            Ok(())
-        };
-        if let Err(e) = recheck {
-            if entry.opens.is_empty() {
-                files.files.remove(&st.file_id);
-            }
-            return Err(e);
-        }
-        if entry.opens.is_empty() {
-            entry.path = h.path.clone();
-        }
-        entry.opens.push(OpenRef {
-            owner: crate::files::OpenOwner { connection: conn_id, volatile: fid.volatile },
-            access: granted,
-            share_access: r.share_access,
-        });
+    let entry = files.entry(st.file_id);
+    if entry.opens.is_empty() {
+        entry.path = h.path.clone();
     }
+    let level = oplock::grant(entry, r.oplock_level, granted, st.is_dir, action != CreateAction::Opened);
+    entry.opens.push(OpenRef { oplock: level, ..OpenRef::new(OpenOwner { connection: ctx.conn.id, volatile: fid.volatile }, granted, r.share_access) });
+    drop(files);
     let m = meta(&st);
     let mut contexts: Vec<(&[u8], Vec<u8>)> = Vec::new();
     if r.context(ctx_name::MAXIMAL_ACCESS).is_some() {
@@ -420,18 +462,17 @@ fn open_file(
     insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, st.file_id);
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     let header_start = ctx.header_start;
-    response(&m, action, fid).encode(ctx.out, header_start, &list);
+    CreateResponse { oplock_level: level, ..response(&m, action, fid) }.encode(ctx.out, header_start, &list);
     Ok(NtStatus::SUCCESS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::files::OpenOwner;
     use access::*;
 
     fn open(access: u32, share_access: u32) -> OpenRef {
-        OpenRef { owner: OpenOwner { connection: 1, volatile: 1 }, access, share_access }
+        OpenRef::new(OpenOwner { connection: 1, volatile: 1 }, access, share_access)
     }
 
     const ALL_SHARE: u32 = share::READ | share::WRITE | share::DELETE;
@@ -513,8 +554,8 @@ mod tests {
         assert_eq!(check_existing(&ro, None, &req(DELETE, 1, options::DELETE_ON_CLOSE), DELETE), Err(NtStatus::CANNOT_DELETE));
         let pending = crate::files::FileEntry { delete_pending: true, ..Default::default() };
         assert_eq!(check_existing(&st, Some(&pending), &r, FILE_READ_DATA), Err(NtStatus::DELETE_PENDING));
-        let busy = crate::files::FileEntry { opens: vec![open(FILE_READ_DATA, 0)], ..Default::default() };
-        assert_eq!(check_existing(&st, Some(&busy), &r, FILE_READ_DATA), Err(NtStatus::SHARING_VIOLATION));
+        // Access to a read-only file is refused before a pending delete shows.
+        assert_eq!(check_existing(&ro, Some(&pending), &r, FILE_WRITE_DATA), Err(NtStatus::ACCESS_DENIED));
     }
 
     #[test]

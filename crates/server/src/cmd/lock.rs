@@ -22,6 +22,7 @@ use crate::connection::ConnState;
 use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
 use crate::files::{ByteLock, OpenOwner};
 use crate::open::access;
+use crate::oplock;
 use smbq_wire::lock::{encode_response, flags, LockElement, LockRequest};
 use smbq_wire::{FileId, NtStatus};
 
@@ -176,9 +177,14 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let plan = classify(&r.locks)?;
     let server = ctx.conn.server.clone();
     let mut files = server.lock_files();
-    let table = &mut files.entry(file_key).locks;
+    let entry = files.entry(file_key);
+    let table = &mut entry.locks;
     match plan {
-        Plan::Unlock { valid } => unlock_all(table, owner, &r.locks, valid)?,
+        Plan::Unlock { valid } => {
+            unlock_all(table, owner, &r.locks, valid)?;
+            // Blocked locks of any connection may now go through.
+            server.wake(&std::mem::take(&mut entry.waiters));
+        }
         Plan::Lock { blocking } => {
             //= MS-FSA 2.1.5.7
             //# If Open.GrantedAccess contains neither FILE_READ_DATA nor
@@ -188,12 +194,13 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             match (lock_all(table, owner, &r.locks), blocking, r.locks.first()) {
-                (Ok(()), _, _) => {}
+                (Ok(()), _, _) => server.send_breaks(&oplock::contend_level2(entry, owner)),
                 //= MS-SMB2 3.3.5.14.2
                 //# Without SMB2_LOCKFLAG_FAIL_IMMEDIATELY the server waits
                 //# for the conflicting lock to go away, answering
                 //# STATUS_PENDING in an interim response.
                 (Err(_), true, Some(l)) => {
+                    entry.wait(connection);
                     ctx.go_async = Some(AsyncWork::Lock(Blocked {
                         file_id,
                         owner,
@@ -225,7 +232,10 @@ pub fn retry(ctx: &mut Ctx<'_>, b: &mut Blocked) -> Option<HResult> {
     let conflict =
         files.files.get(&b.file_key).is_some_and(|e| lock_conflict(&e.locks, b.owner, b.offset, b.length, b.exclusive));
     match (conflict, alive) {
-        (true, true) => return None,
+        (true, true) => {
+            files.entry(b.file_key).wait(ctx.conn.id);
+            return None;
+        }
         (true, false) => return Some(Err(NtStatus::RANGE_NOT_LOCKED)),
         (false, true) => files.entry(b.file_key).locks.push(ByteLock {
             owner: b.owner,

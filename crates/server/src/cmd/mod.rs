@@ -10,6 +10,7 @@ pub mod ioctl;
 pub mod lock;
 pub mod logoff;
 pub mod negotiate;
+pub mod oplock_break;
 pub mod query_directory;
 pub mod query_info;
 pub mod read;

@@ -6,6 +6,7 @@ use crate::cmd::create::WRITE_ACCESS;
 use crate::cmd::lock::io_conflict;
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{access, OpenKind};
+use crate::oplock;
 use smbq_wire::create::options;
 use smbq_wire::write::{encode_response, WriteRequest, WRITE_THROUGH};
 use smbq_wire::NtStatus;
@@ -78,11 +79,12 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     {
-        let files = ctx.conn.server.lock_files();
-        if let Some(e) = files.files.get(&file_key) {
+        let mut files = ctx.conn.server.lock_files();
+        if let Some(e) = files.files.get_mut(&file_key) {
             if io_conflict(&e.locks, owner, offset, u64::from(len), true) {
                 return Err(NtStatus::FILE_LOCK_CONFLICT);
             }
+            ctx.conn.server.send_breaks(&oplock::contend_level2(e, owner));
         }
     }
     h.write_vectored_at(&data, offset).map_err(NtStatus::from)?;

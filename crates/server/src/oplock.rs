@@ -1,0 +1,281 @@
+//! Oplocks (MS-SMB2 3.3.1.10 Open.OplockLevel/OplockState, 3.3.4.6,
+//! 3.3.5.9 step "oplock", 3.3.5.22.1; MS-FSA 2.1.5.17).
+//!
+//! Levels are handled as the caching they grant, as Samba does: level II
+//! is Read, exclusive Read and Write, batch Read, Write and Handle. An
+//! incoming open breaks what it cannot coexist with: Write when it opens
+//! the data too, Handle when it would otherwise fail on a sharing
+//! violation (so the holder may close first), and Read when it overwrites
+//! the file. Oplocks break to level II or to none. The open waits for
+//! the acknowledgment of a break that takes away what it needs; a break
+//! of level II to none needs no acknowledgment. Pure logic on the global
+//! file table: the caller posts the breaks to the holders' connections.
+
+use crate::files::{Breaking, FileEntry, OpenOwner};
+use smbq_wire::oplock_break::level;
+use std::time::{Duration, Instant};
+
+/// Caching bits (MS-SMB2 2.2.13.2.8 LeaseState).
+pub const READ: u8 = 0x1;
+pub const HANDLE: u8 = 0x2;
+pub const WRITE: u8 = 0x4;
+
+/// The caching an oplock level grants.
+pub fn caching(oplock: u8) -> u8 {
+    match oplock {
+        level::II => READ,
+        level::EXCLUSIVE => READ | WRITE,
+        level::BATCH => READ | WRITE | HANDLE,
+        _ => 0,
+    }
+}
+
+/// The oplock level that grants at most `caching`.
+pub fn level_of(caching: u8) -> u8 {
+    match caching {
+        c if c == READ | WRITE | HANDLE => level::BATCH,
+        c if c == READ | WRITE => level::EXCLUSIVE,
+        c if c & READ != 0 => level::II,
+        _ => level::NONE,
+    }
+}
+
+/// Access that touches neither data nor the file's existence: such an
+/// open breaks no oplock (Samba's is_oplock_stat_open).
+pub fn is_stat_open(access: u32) -> bool {
+    const STAT: u32 = 0x0010_0000 | 0x0000_0080 | 0x0000_0100; // SYNCHRONIZE, READ/WRITE_ATTRIBUTES
+    access & STAT != 0 && access & !STAT == 0
+}
+
+/// What an incoming open has to do about the other opens' oplocks.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Contention {
+    /// Breaks to send now: to whom, and the level to break to.
+    pub breaks: Vec<(OpenOwner, u8)>,
+    /// Wait for acknowledgments until this instant at the latest.
+    pub wait: Option<Instant>,
+}
+
+/// Decide the breaks a new open causes (Samba's delay_for_oplock), and
+/// record them in `entry`. A break that timed out is settled here: the
+/// holder is left with no oplock (MS-SMB2 3.3.2.1, Oplock Break
+/// Acknowledgment Timer). `violation`: the share modes conflict;
+/// `overwrite`: the open supersedes or overwrites the file.
+pub fn contend(entry: &mut FileEntry, access: u32, violation: bool, overwrite: bool, now: Instant, timeout: Duration) -> Contention {
+    let mut c = Contention::default();
+    if is_stat_open(access) {
+        return c;
+    }
+    let delay_mask = if violation { HANDLE } else { WRITE };
+    for o in entry.opens.iter_mut() {
+        if let Some(b) = o.breaking {
+            if now >= b.deadline {
+                o.oplock = level::NONE;
+                o.breaking = None;
+                continue;
+            }
+        }
+        let held = caching(o.oplock);
+        let mut to = held & !delay_mask;
+        if overwrite && delay_mask & HANDLE == 0 {
+            to &= !(HANDLE | READ);
+        }
+        // Oplocks break to Read (level II) or nothing.
+        to &= READ;
+        if let Some(b) = o.breaking {
+            if held & delay_mask != 0 {
+                c.wait = Some(c.wait.map_or(b.deadline, |w| w.min(b.deadline)));
+            }
+            continue;
+        }
+        if held & !to == 0 {
+            continue;
+        }
+        let to_level = level_of(to);
+        c.breaks.push((o.owner, to_level));
+        if o.oplock == level::II {
+            // Level II to none is not acknowledged (MS-SMB2 3.3.4.6).
+            o.oplock = level::NONE;
+            continue;
+        }
+        let deadline = now + timeout;
+        o.breaking = Some(Breaking { to: to_level, deadline });
+        if held & delay_mask != 0 {
+            c.wait = Some(c.wait.map_or(deadline, |w| w.min(deadline)));
+        }
+    }
+    c
+}
+
+/// The level a new open gets (the grant half of Samba's delay_for_oplock),
+/// given the other opens of the file (the new one not among them).
+pub fn grant(entry: &FileEntry, requested: u8, access: u32, directory: bool, overwritten: bool) -> u8 {
+    if directory || !matches!(requested, level::II | level::EXCLUSIVE | level::BATCH) {
+        return level::NONE;
+    }
+    let mut granted = caching(requested);
+    // No caching of reads on a file with byte-range locks (their holders
+    // must see every read and write).
+    if !overwritten && !entry.locks.is_empty() {
+        granted &= !(READ | HANDLE);
+    }
+    if !is_stat_open(access) {
+        // Write caching only for the sole opener: no other open that
+        // holds an oplock (even broken) or reads or writes.
+        let others = entry.opens.iter().any(|o| o.oplock != level::NONE || o.breaking.is_some() || !is_stat_open(o.access));
+        if others {
+            granted &= !WRITE;
+        }
+    }
+    level_of(granted)
+}
+
+/// A write, a truncation or a byte-range lock through `writer` breaks
+/// every other level II oplock of the file to none, without waiting
+/// (MS-FSA 2.1.5.3, Samba's contend_level2_oplocks).
+pub fn contend_level2(entry: &mut FileEntry, writer: OpenOwner) -> Vec<(OpenOwner, u8)> {
+    let mut breaks = Vec::new();
+    for o in entry.opens.iter_mut().filter(|o| o.owner != writer && o.oplock == level::II && o.breaking.is_none()) {
+        o.oplock = level::NONE;
+        breaks.push((o.owner, level::NONE));
+    }
+    breaks
+}
+
+/// An acknowledgment from `owner` that it now holds `acked` (MS-SMB2
+/// 3.3.5.22.1): the level it is left with, or the status to fail with.
+/// The waiters of the file are then to be woken.
+pub fn acknowledge(entry: &mut FileEntry, owner: OpenOwner, acked: u8) -> Result<u8, smbq_wire::NtStatus> {
+    use smbq_wire::NtStatus;
+    let o = entry.open_mut(owner).ok_or(NtStatus::FILE_CLOSED)?;
+    //= MS-SMB2 3.3.5.22.1
+    //# If Open.OplockState is not Breaking, stop processing the
+    //# acknowledgment, and send an error response with
+    //# STATUS_INVALID_OPLOCK_PROTOCOL.
+    let Some(b) = o.breaking else { return Err(NtStatus::INVALID_OPLOCK_PROTOCOL) };
+    o.breaking = None;
+    //# If the OplockLevel in the acknowledgment is greater than
+    //# Open.OplockLevel [the level broken to], the server MUST set
+    //# Open.OplockLevel to SMB2_OPLOCK_LEVEL_NONE [...] and fail with
+    //# STATUS_INVALID_OPLOCK_PROTOCOL.
+    let rank = |l: u8| caching(l).count_ones();
+    if rank(acked) > rank(b.to) || !matches!(acked, level::NONE | level::II) {
+        o.oplock = level::NONE;
+        return Err(NtStatus::INVALID_OPLOCK_PROTOCOL);
+    }
+    o.oplock = acked;
+    Ok(acked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::OpenRef;
+
+    const RW: u32 = 0x3; // FILE_READ_DATA | FILE_WRITE_DATA
+    const ALL_SHARE: u32 = 7;
+
+    fn holder(volatile: u64, oplock: u8) -> OpenRef {
+        OpenRef { oplock, ..OpenRef::new(OpenOwner { connection: 1, volatile }, RW, ALL_SHARE) }
+    }
+
+    fn entry(opens: Vec<OpenRef>) -> FileEntry {
+        FileEntry { opens, ..FileEntry::default() }
+    }
+
+    const T: Duration = Duration::from_secs(35);
+
+    #[test]
+    fn levels_and_caching() {
+        for l in [level::NONE, level::II, level::EXCLUSIVE, level::BATCH] {
+            assert_eq!(level_of(caching(l)), l);
+        }
+        assert_eq!(level_of(READ | HANDLE), level::II);
+        assert_eq!(level_of(WRITE), level::NONE);
+        assert!(is_stat_open(0x0010_0080));
+        assert!(!is_stat_open(0x0010_0081));
+        assert!(!is_stat_open(0));
+    }
+
+    #[test]
+    fn batch_breaks_to_level_ii_and_the_open_waits() {
+        let now = Instant::now();
+        let mut e = entry(vec![holder(1, level::BATCH)]);
+        let c = contend(&mut e, RW, false, false, now, T);
+        assert_eq!(c.breaks, vec![(e.opens[0].owner, level::II)]);
+        assert_eq!(c.wait, Some(now + T));
+        assert_eq!(e.opens[0].breaking, Some(Breaking { to: level::II, deadline: now + T }));
+        // Asked again while breaking: no second break, still waiting.
+        let again = contend(&mut e, RW, false, false, now, T);
+        assert_eq!(again, Contention { breaks: vec![], wait: Some(now + T) });
+        // Acknowledged: the open goes on and gets level II at most.
+        let owner = e.opens[0].owner;
+        assert_eq!(acknowledge(&mut e, owner, level::II), Ok(level::II));
+        assert_eq!(contend(&mut e, RW, false, false, now, T), Contention::default());
+        assert_eq!(grant(&e, level::BATCH, RW, false, false), level::II);
+    }
+
+    #[test]
+    fn overwrite_breaks_to_none_and_a_sharing_violation_breaks_handle_caching() {
+        let now = Instant::now();
+        let mut e = entry(vec![holder(1, level::BATCH)]);
+        let c = contend(&mut e, RW, false, true, now, T);
+        assert_eq!(c.breaks[0].1, level::NONE);
+        // An exclusive holder and a violating open: broken to II, no wait
+        // (there is no handle caching to give up for the open).
+        let mut e = entry(vec![holder(1, level::EXCLUSIVE)]);
+        let c = contend(&mut e, RW, true, false, now, T);
+        assert_eq!((c.breaks[0].1, c.wait), (level::II, None));
+        // A batch holder and a violating open: wait, it may close.
+        let mut e = entry(vec![holder(1, level::BATCH)]);
+        assert!(contend(&mut e, RW, true, false, now, T).wait.is_some());
+    }
+
+    #[test]
+    fn level_ii_breaks_to_none_only_on_overwrite_and_without_ack() {
+        let now = Instant::now();
+        let mut e = entry(vec![holder(1, level::II)]);
+        assert_eq!(contend(&mut e, RW, false, false, now, T), Contention::default());
+        let c = contend(&mut e, RW, false, true, now, T);
+        assert_eq!(c, Contention { breaks: vec![(e.opens[0].owner, level::NONE)], wait: None });
+        assert_eq!(e.opens[0].oplock, level::NONE);
+        let owner = e.opens[0].owner;
+        assert_eq!(acknowledge(&mut e, owner, level::NONE), Err(smbq_wire::NtStatus::INVALID_OPLOCK_PROTOCOL));
+    }
+
+    #[test]
+    fn stat_opens_break_nothing_and_timeouts_leave_no_oplock() {
+        let now = Instant::now();
+        let mut e = entry(vec![holder(1, level::BATCH)]);
+        assert_eq!(contend(&mut e, 0x0010_0080, false, false, now, T), Contention::default());
+        contend(&mut e, RW, false, false, now, T);
+        let later = contend(&mut e, RW, false, false, now + T, T);
+        assert_eq!(later, Contention::default());
+        assert_eq!((e.opens[0].oplock, e.opens[0].breaking), (level::NONE, None));
+    }
+
+    #[test]
+    fn grants() {
+        let e = entry(vec![]);
+        assert_eq!(grant(&e, level::BATCH, RW, false, false), level::BATCH);
+        assert_eq!(grant(&e, level::EXCLUSIVE, RW, false, false), level::EXCLUSIVE);
+        assert_eq!(grant(&e, level::BATCH, RW, true, false), level::NONE);
+        assert_eq!(grant(&e, level::LEASE, RW, false, false), level::NONE);
+        let e = entry(vec![holder(1, level::NONE)]);
+        assert_eq!(grant(&e, level::EXCLUSIVE, RW, false, false), level::II);
+        let stat = OpenRef::new(OpenOwner { connection: 1, volatile: 2 }, 0x80, ALL_SHARE);
+        assert_eq!(grant(&entry(vec![stat]), level::BATCH, RW, false, false), level::BATCH);
+        let mut locked = entry(vec![]);
+        locked.locks.push(crate::files::ByteLock { owner: OpenOwner { connection: 1, volatile: 3 }, offset: 0, length: 1, exclusive: true });
+        assert_eq!(grant(&locked, level::BATCH, RW, false, false), level::NONE);
+    }
+
+    #[test]
+    fn writes_break_other_level_ii_holders() {
+        let mut e = entry(vec![holder(1, level::II), holder(2, level::II), holder(3, level::NONE)]);
+        let me = e.opens[0].owner;
+        assert_eq!(contend_level2(&mut e, me), vec![(e.opens[1].owner, level::NONE)]);
+        assert_eq!(e.opens[0].oplock, level::II);
+        assert_eq!(e.opens[1].oplock, level::NONE);
+    }
+}
