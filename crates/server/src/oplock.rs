@@ -41,10 +41,21 @@ pub fn level_of(caching: u8) -> u8 {
 }
 
 /// Access that touches neither data nor the file's existence: such an
-/// open breaks no oplock (Samba's is_oplock_stat_open).
+/// open breaks no oplock (Samba's is_oplock_stat_open). Callers count an
+/// overwriting disposition as FILE_WRITE_DATA ([`effective_access`]).
 pub fn is_stat_open(access: u32) -> bool {
     const STAT: u32 = 0x0010_0000 | 0x0000_0080 | 0x0000_0100; // SYNCHRONIZE, READ/WRITE_ATTRIBUTES
     access & STAT != 0 && access & !STAT == 0
+}
+
+/// The access an open uses on the file: what it was granted, and
+/// FILE_WRITE_DATA when it overwrites (the truncation writes).
+pub fn effective_access(granted: u32, overwrite: bool) -> u32 {
+    if overwrite {
+        granted | 0x0000_0002
+    } else {
+        granted
+    }
 }
 
 /// What an incoming open has to do about the other opens' oplocks.
@@ -77,11 +88,10 @@ pub fn contend(entry: &mut FileEntry, access: u32, violation: bool, overwrite: b
         }
         let held = caching(o.oplock);
         let mut to = held & !delay_mask;
-        if overwrite && delay_mask & HANDLE == 0 {
+        let overwriting = overwrite && delay_mask & HANDLE == 0;
+        if overwriting {
             to &= !(HANDLE | READ);
         }
-        // Oplocks break to Read (level II) or nothing.
-        to &= READ;
         if let Some(b) = o.breaking {
             if held & delay_mask != 0 {
                 c.wait = Some(c.wait.map_or(b.deadline, |w| w.min(b.deadline)));
@@ -91,7 +101,11 @@ pub fn contend(entry: &mut FileEntry, access: u32, violation: bool, overwrite: b
         if held & !to == 0 {
             continue;
         }
-        let to_level = level_of(to);
+        if overwriting {
+            to &= !(READ | WRITE);
+        }
+        // Oplocks break to Read (level II) or nothing.
+        let to_level = level_of(to & READ);
         c.breaks.push((o.owner, to_level));
         if o.oplock == level::II {
             // Level II to none is not acknowledged (MS-SMB2 3.3.4.6).
@@ -108,9 +122,10 @@ pub fn contend(entry: &mut FileEntry, access: u32, violation: bool, overwrite: b
 }
 
 /// The level a new open gets (the grant half of Samba's delay_for_oplock),
-/// given the other opens of the file (the new one not among them).
-pub fn grant(entry: &FileEntry, requested: u8, access: u32, directory: bool, overwritten: bool) -> u8 {
-    if directory || !matches!(requested, level::II | level::EXCLUSIVE | level::BATCH) {
+/// given the other opens of the file (the new one not among them). A
+/// stat open of an existing file gets none.
+pub fn grant(entry: &FileEntry, requested: u8, access: u32, directory: bool, existed: bool, overwritten: bool) -> u8 {
+    if directory || !matches!(requested, level::II | level::EXCLUSIVE | level::BATCH) || (existed && is_stat_open(access)) {
         return level::NONE;
     }
     let mut granted = caching(requested);
@@ -130,12 +145,13 @@ pub fn grant(entry: &FileEntry, requested: u8, access: u32, directory: bool, ove
     level_of(granted)
 }
 
-/// A write, a truncation or a byte-range lock through `writer` breaks
-/// every other level II oplock of the file to none, without waiting
-/// (MS-FSA 2.1.5.3, Samba's contend_level2_oplocks).
-pub fn contend_level2(entry: &mut FileEntry, writer: OpenOwner) -> Vec<(OpenOwner, u8)> {
+/// A write, a truncation or a byte-range lock breaks every level II
+/// oplock of the file to none, the writer's own too, without waiting
+/// (MS-FSA 2.1.5.3, Samba's contend_level2_oplocks; smbtorture
+/// smb2.oplock.batch1 expects the self break).
+pub fn contend_level2(entry: &mut FileEntry) -> Vec<(OpenOwner, u8)> {
     let mut breaks = Vec::new();
-    for o in entry.opens.iter_mut().filter(|o| o.owner != writer && o.oplock == level::II && o.breaking.is_none()) {
+    for o in entry.opens.iter_mut().filter(|o| o.oplock == level::II && o.breaking.is_none()) {
         o.oplock = level::NONE;
         breaks.push((o.owner, level::NONE));
     }
@@ -212,7 +228,7 @@ mod tests {
         let owner = e.opens[0].owner;
         assert_eq!(acknowledge(&mut e, owner, level::II), Ok(level::II));
         assert_eq!(contend(&mut e, RW, false, false, now, T), Contention::default());
-        assert_eq!(grant(&e, level::BATCH, RW, false, false), level::II);
+        assert_eq!(grant(&e, level::BATCH, RW, false, true, false), level::II);
     }
 
     #[test]
@@ -221,11 +237,13 @@ mod tests {
         let mut e = entry(vec![holder(1, level::BATCH)]);
         let c = contend(&mut e, RW, false, true, now, T);
         assert_eq!(c.breaks[0].1, level::NONE);
-        // An exclusive holder and a violating open: broken to II, no wait
-        // (there is no handle caching to give up for the open).
+        // An exclusive holder and a violating open: no break, no wait
+        // (there is no handle caching to give up; smb2.oplock.exclusive1).
         let mut e = entry(vec![holder(1, level::EXCLUSIVE)]);
-        let c = contend(&mut e, RW, true, false, now, T);
-        assert_eq!((c.breaks[0].1, c.wait), (level::II, None));
+        assert_eq!(contend(&mut e, RW, true, false, now, T), Contention::default());
+        // An overwrite breaks it to none.
+        let c = contend(&mut e, RW, false, true, now, T);
+        assert_eq!(c.breaks[0].1, level::NONE);
         // A batch holder and a violating open: wait, it may close.
         let mut e = entry(vec![holder(1, level::BATCH)]);
         assert!(contend(&mut e, RW, true, false, now, T).wait.is_some());
@@ -257,25 +275,37 @@ mod tests {
     #[test]
     fn grants() {
         let e = entry(vec![]);
-        assert_eq!(grant(&e, level::BATCH, RW, false, false), level::BATCH);
-        assert_eq!(grant(&e, level::EXCLUSIVE, RW, false, false), level::EXCLUSIVE);
-        assert_eq!(grant(&e, level::BATCH, RW, true, false), level::NONE);
-        assert_eq!(grant(&e, level::LEASE, RW, false, false), level::NONE);
+        assert_eq!(grant(&e, level::BATCH, RW, false, false, false), level::BATCH);
+        assert_eq!(grant(&e, level::EXCLUSIVE, RW, false, true, false), level::EXCLUSIVE);
+        assert_eq!(grant(&e, level::BATCH, RW, true, false, false), level::NONE);
+        assert_eq!(grant(&e, level::LEASE, RW, false, false, false), level::NONE);
+        // A stat open of an existing file gets none (smb2.oplock.exclusive4).
+        assert_eq!(grant(&e, level::BATCH, 0x0010_0180, false, true, false), level::NONE);
         let e = entry(vec![holder(1, level::NONE)]);
-        assert_eq!(grant(&e, level::EXCLUSIVE, RW, false, false), level::II);
+        assert_eq!(grant(&e, level::EXCLUSIVE, RW, false, true, false), level::II);
         let stat = OpenRef::new(OpenOwner { connection: 1, volatile: 2 }, 0x80, ALL_SHARE);
-        assert_eq!(grant(&entry(vec![stat]), level::BATCH, RW, false, false), level::BATCH);
+        assert_eq!(grant(&entry(vec![stat]), level::BATCH, RW, false, true, false), level::BATCH);
         let mut locked = entry(vec![]);
         locked.locks.push(crate::files::ByteLock { owner: OpenOwner { connection: 1, volatile: 3 }, offset: 0, length: 1, exclusive: true });
-        assert_eq!(grant(&locked, level::BATCH, RW, false, false), level::NONE);
+        assert_eq!(grant(&locked, level::BATCH, RW, false, true, false), level::NONE);
+        assert_eq!(grant(&locked, level::BATCH, RW, false, true, true), level::BATCH, "an overwrite drops the locks' data");
     }
 
     #[test]
-    fn writes_break_other_level_ii_holders() {
+    fn an_overwriting_stat_open_counts_as_a_writer() {
+        let now = Instant::now();
+        let stat = 0x0010_0180;
+        let mut e = entry(vec![holder(1, level::BATCH)]);
+        assert_eq!(contend(&mut e, effective_access(stat, false), false, false, now, T), Contention::default());
+        let c = contend(&mut e, effective_access(stat, true), false, true, now, T);
+        assert_eq!(c.breaks[0].1, level::NONE);
+    }
+
+    #[test]
+    fn writes_break_every_level_ii_holder_the_writers_own_too() {
         let mut e = entry(vec![holder(1, level::II), holder(2, level::II), holder(3, level::NONE)]);
-        let me = e.opens[0].owner;
-        assert_eq!(contend_level2(&mut e, me), vec![(e.opens[1].owner, level::NONE)]);
-        assert_eq!(e.opens[0].oplock, level::II);
-        assert_eq!(e.opens[1].oplock, level::NONE);
+        let (a, b) = (e.opens[0].owner, e.opens[1].owner);
+        assert_eq!(contend_level2(&mut e), vec![(a, level::NONE), (b, level::NONE)]);
+        assert!(e.opens.iter().all(|o| o.oplock == level::NONE));
     }
 }

@@ -280,7 +280,7 @@ fn contend(ctx: &Ctx<'_>, entry: &mut crate::files::FileEntry, r: &CreateRequest
     let violation = share_conflict(&entry.opens, granted, r.share_access);
     let overwrite = matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF);
     let timeout = Duration::from_secs(server.config.limits.oplock_break_secs);
-    let c = oplock::contend(entry, granted, violation, overwrite, ctx.now, timeout);
+    let c = oplock::contend(entry, oplock::effective_access(granted, overwrite), violation, overwrite, ctx.now, timeout);
     server.send_breaks(&c.breaks);
     if let Some(deadline) = c.wait {
         entry.wait(ctx.conn.id);
@@ -446,7 +446,9 @@ fn open_file(
     if entry.opens.is_empty() {
         entry.path = h.path.clone();
     }
-    let level = oplock::grant(entry, r.oplock_level, granted, st.is_dir, action != CreateAction::Opened);
+    let overwritten = action != CreateAction::Opened;
+    let existed = existing.is_some();
+    let level = oplock::grant(entry, r.oplock_level, oplock::effective_access(granted, overwritten && existed), st.is_dir, existed, overwritten);
     entry.opens.push(OpenRef { oplock: level, ..OpenRef::new(OpenOwner { connection: ctx.conn.id, volatile: fid.volatile }, granted, r.share_access) });
     drop(files);
     let m = meta(&st);
