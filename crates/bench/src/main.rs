@@ -9,6 +9,11 @@
 //! (pinned to CPU 0 and CPU 1 by default, as two hosts would be), and each
 //! figure comes with the CPU seconds per GiB that either side spent;
 //! every figure is the median of `--reps` runs, side by side in one run.
+//!
+//! `smbq-bench random ...`: fio-like random I/O against an external server
+//! (S2/S3 of BENCHMARKS.md; see `random.rs`).
+
+mod random;
 
 use anyhow::bail;
 use clap::Parser;
@@ -56,6 +61,15 @@ struct Args {
     /// path carries, where QUIC does its per-packet work 45 times as often.
     #[arg(long, default_value_t = smbq_udp::MAX_DATAGRAM)]
     max_udp_payload: u16,
+    /// Without a subcommand: the transport comparison above.
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(clap::Subcommand, Clone)]
+enum Cmd {
+    /// fio-like random I/O on one TCP connection to an external server.
+    Random(random::RandomArgs),
 }
 
 struct Env {
@@ -72,6 +86,9 @@ struct Env {
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
+    if let Some(Cmd::Random(r)) = a.cmd {
+        return random::main(r);
+    }
     smbq_transport::keep_large_buffers_on_heap();
     let size = a.size_mib << 20;
     let reps = a.reps.max(1);
