@@ -82,6 +82,33 @@ pub struct ConnState {
 }
 
 impl ConnState {
+    /// Forget a session: close its opens and trees (LOGOFF, a failed
+    /// logon).
+    pub fn end_session(&mut self, sid: u64) {
+        crate::cmd::close::close_where(self, |o| o.session_id == sid);
+        self.forget_session(sid);
+    }
+
+    /// Durable opens of `pred` are parked for a reconnect, the others
+    /// closed (MS-SMB2 3.3.7.1: a lost connection, a session replaced by
+    /// a reconnect naming it as PreviousSessionId).
+    fn disconnect_opens(&mut self, now: Instant, pred: impl Fn(&Open) -> bool) {
+        let ids: Vec<u64> = self.opens.iter().filter(|(_, o)| pred(o)).map(|(&k, _)| k).collect();
+        for v in ids {
+            let Some(open) = self.opens.remove(&v) else { continue };
+            if let Some(open) = self.server.park(self.id, open, now) {
+                crate::cmd::close::release(&self.server, self.id, open);
+            }
+        }
+    }
+
+    fn forget_session(&mut self, sid: u64) {
+        if self.sessions.remove(&sid).is_some() {
+            self.server.sessions.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.server.unregister_session(sid);
+    }
+
     pub fn volatile_id(&mut self) -> u64 {
         self.server.volatile_id()
     }
@@ -284,6 +311,11 @@ impl Connection {
             match n {
                 Notice::OplockBreak { volatile, level } => dispatch::send_oplock_break(self, volatile, level),
                 Notice::Wake => wake = true,
+                Notice::EndSession { session } => {
+                    self.st.disconnect_opens(now, |o| o.session_id == session);
+                    self.st.forget_session(session);
+                    wake = true;
+                }
             }
         }
         if wake && !self.pending.is_empty() {
@@ -303,11 +335,11 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        let ids: Vec<u64> = self.st.opens.keys().copied().collect();
-        for v in ids {
-            crate::cmd::close::close_open(&mut self.st, v);
-        }
+        self.st.disconnect_opens(Instant::now(), |_| true);
         self.st.server.close_mailbox(self.st.id);
+        for &sid in self.st.sessions.keys() {
+            self.st.server.unregister_session(sid);
+        }
         let valid = self.st.sessions.len();
         self.st.server.sessions.fetch_sub(valid, Ordering::Relaxed);
         self.st.server.connections.fetch_sub(1, Ordering::Relaxed);

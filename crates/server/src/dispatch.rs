@@ -271,10 +271,10 @@ pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<
         // answered while its session's keys still exist.
         retry_pending(c, now);
     }
-    let before = c.st.sessions.len();
-    c.st.sessions.retain(|_, s| !matches!(s.state, SessionState::LoggedOff));
-    let gone = before - c.st.sessions.len();
-    c.st.server.sessions.fetch_sub(gone, std::sync::atomic::Ordering::Relaxed);
+    let gone: Vec<u64> = c.st.sessions.iter().filter(|(_, s)| matches!(s.state, SessionState::LoggedOff)).map(|(&id, _)| id).collect();
+    for sid in gone {
+        c.st.end_session(sid);
+    }
     Ok(())
 }
 
@@ -485,11 +485,13 @@ fn should_sign(c: &Connection, hdr: &Header, session_id: u64, status: NtStatus, 
         return false;
     }
     let Some(s) = c.st.sessions.get(&session_id) else { return false };
-    if s.signer.is_none() || matches!(s.state, SessionState::InProgress(_)) {
+    // A session has a signing key from its first logon on; while it
+    // re-authenticates its responses are signed as before.
+    if s.signer.is_none() {
         return false;
     }
     if hdr.command() == Command::SESSION_SETUP {
-        return status == NtStatus::SUCCESS;
+        return status == NtStatus::SUCCESS || hdr.flags & flags::SIGNED != 0;
     }
     hdr.flags & flags::SIGNED != 0 || s.signing_required
 }

@@ -67,6 +67,17 @@ impl FileEntry {
         self.opens.iter_mut().find(|o| o.owner == owner)
     }
 
+    /// The open `old` now lives on another connection (a durable open
+    /// parked or reclaimed): its share mode, oplock and locks follow it.
+    pub fn reown(&mut self, old: OpenOwner, new: OpenOwner) {
+        for o in self.opens.iter_mut().filter(|o| o.owner == old) {
+            o.owner = new;
+        }
+        for l in self.locks.iter_mut().filter(|l| l.owner == old) {
+            l.owner = new;
+        }
+    }
+
     /// Note that connection `id` waits for a change to this file.
     pub fn wait(&mut self, id: u64) {
         if !self.waiters.contains(&id) {

@@ -4,7 +4,8 @@
 //! messages; everything here is driven with byte buffers and a `now`.
 //! Layout: `connection` (framing-level state, timers), `dispatch` (compound
 //! splitting, command table, signing/sealing), `session`, `tree`, `open`,
-//! `files` (global open table), `oplock` (grants and breaks), `cmd/<command>.rs` (one per SMB2 command),
+//! `files` (global open table), `oplock` (grants and breaks),
+//! `durable` (opens that outlive their connection), `cmd/<command>.rs` (one per SMB2 command),
 //! `rpc` (named pipes on IPC$).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -13,6 +14,7 @@ pub mod config;
 pub mod connection;
 pub mod credits;
 pub mod dispatch;
+pub mod durable;
 pub mod files;
 pub mod open;
 pub mod oplock;

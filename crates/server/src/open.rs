@@ -33,6 +33,8 @@ pub struct Open {
     /// FilePositionInformation (MS-FSCC 2.4.35): set by SET_INFO and, as
     /// Samba does, moved to the end of each READ.
     pub position: u64,
+    /// Granted a durable handle: the open may outlive its connection.
+    pub durable: Option<crate::durable::Durable>,
 }
 
 impl Open {

@@ -73,6 +73,9 @@ pub enum Notice {
     OplockBreak { volatile: u64, level: u8 },
     /// Something a blocked request waits for changed: retry it.
     Wake,
+    /// The client logged on again naming this session as its previous
+    /// one (MS-SMB2 3.3.5.5.3 PreviousSessionId): end it.
+    EndSession { session: u64 },
 }
 
 /// How a transport learns that its connection has notices.
@@ -101,6 +104,11 @@ pub struct Server {
     /// all connections together may hold (the transports take from it).
     pub memory: Arc<Semaphore>,
     mailboxes: Mutex<HashMap<u64, Mailbox>>,
+    /// Authenticated sessions (MS-SMB2 3.3.1.5 GlobalSessionTable): the
+    /// connection each lives on and its user.
+    live_sessions: Mutex<HashMap<u64, (u64, String)>>,
+    /// Durable opens whose connection is gone.
+    pub(crate) durable: Mutex<crate::durable::Table>,
 }
 
 impl Server {
@@ -138,6 +146,8 @@ impl Server {
             sessions: AtomicUsize::new(0),
             memory: Arc::new(Semaphore::new(config.limits.memory_budget.min(Semaphore::MAX_PERMITS))),
             mailboxes: Mutex::new(HashMap::new()),
+            live_sessions: Mutex::new(HashMap::new()),
+            durable: Mutex::new(Default::default()),
             config,
         })
     }
@@ -171,6 +181,25 @@ impl Server {
     pub fn wake(&self, ids: &[u64]) {
         for &id in ids {
             self.post(id, Notice::Wake);
+        }
+    }
+
+    pub(crate) fn register_session(&self, session: u64, connection: u64, user: &str) {
+        self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(session, (connection, user.to_lowercase()));
+    }
+
+    pub(crate) fn unregister_session(&self, session: u64) {
+        self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&session);
+    }
+
+    /// End `previous` if `user` owns it (a reconnecting client names its
+    /// old session; MS-SMB2 3.3.5.5.3).
+    pub(crate) fn end_previous_session(&self, previous: u64, user: &str) {
+        let owner = self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&previous).cloned();
+        if let Some((connection, u)) = owner {
+            if u == user.to_lowercase() {
+                self.post(connection, Notice::EndSession { session: previous });
+            }
         }
     }
 

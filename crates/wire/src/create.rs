@@ -50,6 +50,11 @@ pub mod ctx_name {
     pub const QUERY_ON_DISK_ID: &[u8] = b"QFid";
     pub const ALLOCATION_SIZE: &[u8] = b"AlSi";
     pub const TIMEWARP: &[u8] = b"TWrp";
+    /// Durable handles (MS-SMB2 2.2.13.2.3, .4, .11, .12).
+    pub const DURABLE_REQUEST: &[u8] = b"DHnQ";
+    pub const DURABLE_RECONNECT: &[u8] = b"DHnC";
+    pub const DURABLE_REQUEST_V2: &[u8] = b"DH2Q";
+    pub const DURABLE_RECONNECT_V2: &[u8] = b"DH2C";
 }
 
 /// One create context: name and data borrow the message.

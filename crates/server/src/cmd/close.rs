@@ -43,9 +43,17 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
 /// the last open of a file marked delete-on-close, delete the file.
 pub fn close_open(st: &mut ConnState, volatile: u64) -> Option<Open> {
     let open = st.opens.remove(&volatile)?;
+    Some(release(&st.server, st.id, open))
+}
+
+/// Release `open` of connection `connection` from the file table (its
+/// share mode, oplock and locks), wake whoever waits on the file, and
+/// delete the file if it was marked delete-on-close and this was its
+/// last open.
+pub fn release(server: &crate::server::Server, connection: u64, open: Open) -> Open {
     if open.file_key != 0 {
-        let owner = open.owner(st.id);
-        let mut files = st.server.lock_files();
+        let owner = open.owner(connection);
+        let mut files = server.lock_files();
         let entry = files.entry(open.file_key);
         if open.delete_on_close {
             entry.delete_pending = true;
@@ -55,14 +63,14 @@ pub fn close_open(st: &mut ConnState, volatile: u64) -> Option<Open> {
         let path = if entry.path.is_empty() { open.path.clone() } else { entry.path.clone() };
         let (last, waiters) = files.remove_open(open.file_key, owner);
         drop(files);
-        st.server.wake(&waiters);
+        server.wake(&waiters);
         if let (true, true, Some(fs), OpenKind::File(h)) = (last, delete, open.share.fs(), &open.kind) {
             if let Err(e) = fs.unlink(&path, h.is_dir) {
                 tracing::debug!(%path, error = %e, "delete on close failed");
             }
         }
     }
-    Some(open)
+    open
 }
 
 /// Close every open matching `pred` (tree disconnect, logoff).

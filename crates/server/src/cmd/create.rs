@@ -5,7 +5,9 @@
 use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
 use crate::files::{OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
+use crate::durable;
 use crate::oplock;
+use smbq_wire::oplock_break;
 use crate::server::{Share, ShareKind};
 use smbq_vfs::{CreateAction, Disposition, FileStat, Kind, OpenOptions, PosixFs};
 use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_data, options, share, CreateRequest, CreateResponse};
@@ -178,12 +180,22 @@ pub fn modifies(body: &[u8]) -> bool {
 /// Handle an SMB2 CREATE (MS-SMB2 3.3.5.9).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = CreateRequest::decode(req.msg).map_err(NtStatus::from)?;
-    validate(&r)?;
     let tree = ctx.tree()?;
     let (share, maximal) = (Arc::clone(&tree.share), tree.maximal_access);
     if ctx.conn.opens.len() >= ctx.conn.server.config.limits.max_opens_per_connection {
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }
+    let durable = match share.kind {
+        ShareKind::Disk(_) => durable_contexts(&r)?,
+        ShareKind::Ipc => (None, None),
+    };
+    //= MS-SMB2 3.3.5.9.7
+    //# There is no processing done for "Path Name Validation" or "Open
+    //# Execution" [for a durable reconnect].
+    if let (_, Some(rc)) = durable {
+        return reconnect(ctx, &rc, &share);
+    }
+    validate(&r)?;
     let granted = map_access(r.desired_access, maximal);
     if granted & !maximal != 0 {
         return Err(NtStatus::ACCESS_DENIED);
@@ -193,8 +205,68 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         // Names are share-relative: Windows fails one that starts with a
         // separator (smbtorture smb2.create.leading-slash).
         ShareKind::Disk(_) if r.name.starts_with('\\') => Err(NtStatus::INVALID_PARAMETER),
-        ShareKind::Disk(fs) => open_file(ctx, req.msg, &r, granted, maximal, fs, Arc::clone(&share)),
+        ShareKind::Disk(fs) => open_file(ctx, req.msg, &r, durable.0, granted, maximal, fs, Arc::clone(&share)),
     }
+}
+
+/// The durable request and reconnect contexts of a CREATE (MS-SMB2
+/// 3.3.5.9.6, .7, .10, .12): a reconnect overrides a request of its own
+/// version; v1 and v2 contexts together are INVALID_PARAMETER.
+fn durable_contexts(r: &CreateRequest<'_>) -> Result<(Option<durable::Request>, Option<durable::Reconnect>), NtStatus> {
+    let (q1, c1) = (r.context(ctx_name::DURABLE_REQUEST), r.context(ctx_name::DURABLE_RECONNECT));
+    let (q2, c2) = (r.context(ctx_name::DURABLE_REQUEST_V2), r.context(ctx_name::DURABLE_RECONNECT_V2));
+    if (q1.is_some() || c1.is_some()) && (q2.is_some() || c2.is_some()) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if let Some(c) = c2 {
+        return Ok((None, Some(durable::parse_reconnect(c.data, true)?)));
+    }
+    if let Some(c) = c1 {
+        return Ok((None, Some(durable::parse_reconnect(c.data, false)?)));
+    }
+    if let Some(q) = q2 {
+        return Ok((Some(durable::parse_request_v2(q.data)?), None));
+    }
+    Ok((q1.map(|_| durable::Request { v2: false, create_guid: [0; 16], timeout_ms: 0 }), None))
+}
+
+/// Reclaim a durable open after a lost connection (MS-SMB2 3.3.5.9.7,
+/// 3.3.5.9.12): the open, its oplock, share mode and locks move to this
+/// session and tree; the response describes the file as it is now.
+fn reconnect(ctx: &mut Ctx<'_>, rc: &durable::Reconnect, share: &Arc<Share>) -> HResult {
+    let user = ctx.session()?.user.clone();
+    let client_guid = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    let server = Arc::clone(&ctx.conn.server);
+    server.expire_parked(ctx.now, |_| false);
+    let mut open = server.reclaim(rc, &user, client_guid, ctx.conn.id)?;
+    if open.share.name != share.name {
+        // Not this share's open: leave it parked for its owner.
+        if let Some(open) = server.park(ctx.conn.id, open, ctx.now) {
+            crate::cmd::close::release(&server, ctx.conn.id, open);
+        }
+        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+    }
+    let st = match open.handle().map(|h| h.stat()) {
+        Some(Ok(st)) => st,
+        _ => {
+            crate::cmd::close::release(&server, ctx.conn.id, open);
+            return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+        }
+    };
+    let owner = OpenOwner { connection: ctx.conn.id, volatile: open.file_id.volatile };
+    let level = server.lock_files().files.get_mut(&open.file_key).and_then(|e| e.open_mut(owner).map(|o| o.oplock)).unwrap_or(0);
+    open.session_id = ctx.session_id;
+    open.tree_id = ctx.tree_id;
+    let fid = open.file_id;
+    let timeout = open.durable.as_ref().map(|d| d.timeout).unwrap_or(durable::DEFAULT_TIMEOUT);
+    let v2 = open.durable.as_ref().is_some_and(|d| d.v2);
+    ctx.conn.opens.insert(fid.volatile, open);
+    ctx.related_file_id = Some(fid);
+    let data = if v2 { durable::response_v2(timeout) } else { [0; 8] };
+    let name = if v2 { ctx_name::DURABLE_REQUEST_V2 } else { ctx_name::DURABLE_REQUEST };
+    let header_start = ctx.header_start;
+    CreateResponse { oplock_level: level, ..response(&meta(&st), CreateAction::Opened, fid) }.encode(ctx.out, header_start, &[(name, &data)]);
+    Ok(NtStatus::SUCCESS)
 }
 
 /// Register a new open under `fid` and make it the compound's current file.
@@ -215,6 +287,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         dir: None,
         lock_sequences: [0; 65],
         position: 0,
+        durable: None,
     };
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);
@@ -339,6 +412,7 @@ fn open_file(
     ctx: &mut Ctx<'_>,
     req_msg: &[u8],
     r: &CreateRequest<'_>,
+    durable_request: Option<durable::Request>,
     mut granted: u32,
     mut maximal: u32,
     fs: &PosixFs,
@@ -384,6 +458,11 @@ fn open_file(
     // stays locked: no other open can come between them, and nothing is
     // truncated before the share modes and oplocks allow it.
     let server = Arc::clone(&ctx.conn.server);
+    // Durable opens parked after a lost connection hold a batch oplock
+    // nobody can acknowledge: an open that would break it closes them.
+    let overwrite = matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF);
+    let key = (!oplock::is_stat_open(oplock::effective_access(granted, overwrite))).then(|| fs.stat_path(name).ok()).flatten().map(|s| s.file_id);
+    server.expire_parked(ctx.now, |p| Some(p.open.file_key) == key);
     let mut files = server.lock_files();
     let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
     if let Some(st) = &existing {
@@ -460,8 +539,24 @@ fn open_file(
         let volume = fs.stat_fs().map(|s| u64::from(s.serial)).unwrap_or(0);
         contexts.push((ctx_name::QUERY_ON_DISK_ID, on_disk_id_data(st.file_id, volume).to_vec()));
     }
+    //= MS-SMB2 3.3.5.9.6, 3.3.5.9.10
+    //# a durable handle is granted with a batch oplock (or a lease
+    //# with handle caching), never on a directory.
+    let durable = durable_request.filter(|_| level == oplock_break::level::BATCH && !st.is_dir);
+    if let Some(d) = &durable {
+        let data = if d.v2 { durable::response_v2(durable::timeout(d.timeout_ms)) } else { [0; 8] };
+        contexts.push((if d.v2 { ctx_name::DURABLE_REQUEST_V2 } else { ctx_name::DURABLE_REQUEST }, data.to_vec()));
+    }
     let path = h.path.clone();
     insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, st.file_id);
+    if let Some(d) = durable {
+        let user = ctx.session()?.user.to_lowercase();
+        let client_guid = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+        let timeout = if d.v2 { durable::timeout(d.timeout_ms) } else { durable::DEFAULT_TIMEOUT };
+        if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
+            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid, user, timeout });
+        }
+    }
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     let header_start = ctx.header_start;
     CreateResponse { oplock_level: level, ..response(&m, action, fid) }.encode(ctx.out, header_start, &list);

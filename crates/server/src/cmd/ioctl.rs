@@ -441,6 +441,7 @@ pub(crate) mod harness {
                 dir: None,
                 lock_sequences: [0; 65],
                 position: 0,
+                durable: None,
             };
             self.conn.st.opens.insert(v, open);
             file_id

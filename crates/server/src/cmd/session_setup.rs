@@ -60,9 +60,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let step = auth.step(r.security_buffer, &lookup);
     let failed = |ctx: &mut Ctx<'_>, status: NtStatus| {
         tracing::info!(peer = ?ctx.conn.info.peer, %status, "session setup failed");
-        if ctx.conn.sessions.remove(&sid).is_some() {
-            server.sessions.fetch_sub(1, Ordering::Relaxed);
-        }
+        ctx.conn.end_session(sid);
         if status == NtStatus::LOGON_FAILURE && limits.failed_logon_delay_ms > 0 {
             ctx.conn.delay_until = Some(ctx.now + Duration::from_millis(limits.failed_logon_delay_ms));
         }
@@ -112,6 +110,14 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     session.user = user;
     session.domain = domain;
     session.state = SessionState::Valid;
+    server.register_session(sid, ctx.conn.id, &session.user);
+    //= MS-SMB2 3.3.5.5.3
+    //# If PreviousSessionId is not zero, the server MUST look up [the
+    //# session] in GlobalSessionTable [...] if the user is the same, the
+    //# server MUST remove the previous session [...].
+    if r.previous_session_id != 0 && r.previous_session_id != sid {
+        server.end_previous_session(r.previous_session_id, &session.user);
+    }
     tracing::info!(peer = ?ctx.conn.info.peer, user = %session.user, dialect = ?neg.dialect, cipher = ?neg.cipher,
         encrypt = session.encrypt_data, "session established");
     let flags = if session.encrypt_data { session_flags::ENCRYPT_DATA } else { 0 };

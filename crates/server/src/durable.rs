@@ -1,0 +1,173 @@
+//! Durable handles v1 and v2 (MS-SMB2 3.3.5.9.6, 3.3.5.9.7, 3.3.5.9.10,
+//! 3.3.5.9.12, 3.3.7.1): an open that outlives its connection.
+//!
+//! When a connection is lost (or its session is replaced by a reconnect
+//! naming it as PreviousSessionId) its durable opens that still hold a
+//! batch oplock are parked here, server-wide, with their file, share
+//! modes, oplock and byte-range locks, until the client reclaims them
+//! on a new connection or their timeout passes. A new open that would
+//! need their oplock broken closes them instead: nobody is there to
+//! acknowledge a break.
+
+use crate::files::OpenOwner;
+use crate::open::Open;
+use crate::server::Server;
+use smbq_wire::oplock_break::level;
+use smbq_wire::{NtStatus, Reader};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// v1 handles and v2 requests with Timeout 0 are kept this long (Samba
+/// and Windows default); a v2 request may ask up to [`MAX_TIMEOUT`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What a durable open remembers to check a reconnect against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Durable {
+    /// Granted through DH2Q (v2) rather than DHnQ (v1).
+    pub v2: bool,
+    pub create_guid: [u8; 16],
+    pub client_guid: [u8; 16],
+    /// Lower-case user name of the session that opened it.
+    pub user: String,
+    pub timeout: Duration,
+}
+
+/// A durable request in a CREATE (DHnQ or DH2Q).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub v2: bool,
+    pub create_guid: [u8; 16],
+    /// The timeout asked for (v2), in milliseconds; 0 is the default.
+    pub timeout_ms: u32,
+}
+
+/// A reconnect in a CREATE (DHnC or DH2C).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reconnect {
+    pub v2: bool,
+    pub persistent: u64,
+    pub create_guid: [u8; 16],
+}
+
+fn guid(r: &mut Reader<'_>) -> Result<[u8; 16], NtStatus> {
+    r.array().map_err(|_| NtStatus::INVALID_PARAMETER)
+}
+
+/// DH2Q data (MS-SMB2 2.2.13.2.11): Timeout, Flags, Reserved, CreateGuid.
+pub fn parse_request_v2(data: &[u8]) -> Result<Request, NtStatus> {
+    if data.len() != 32 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let mut r = Reader::new(data);
+    let timeout_ms = r.u32().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    r.skip(12).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    Ok(Request { v2: true, create_guid: guid(&mut r)?, timeout_ms })
+}
+
+/// DHnC data (2.2.13.2.4): the FileId; DH2C (2.2.13.2.12): FileId,
+/// CreateGuid, Flags.
+pub fn parse_reconnect(data: &[u8], v2: bool) -> Result<Reconnect, NtStatus> {
+    if data.len() != if v2 { 36 } else { 16 } {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let mut r = Reader::new(data);
+    let persistent = r.u64().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    r.skip(8).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let create_guid = if v2 { guid(&mut r)? } else { [0; 16] };
+    Ok(Reconnect { v2, persistent, create_guid })
+}
+
+/// The timeout a v2 request gets.
+pub fn timeout(requested_ms: u32) -> Duration {
+    match requested_ms {
+        0 => DEFAULT_TIMEOUT,
+        ms => Duration::from_millis(u64::from(ms)).min(MAX_TIMEOUT),
+    }
+}
+
+/// DH2Q response data (2.2.14.2.12): Timeout in ms, Flags (not persistent).
+pub fn response_v2(t: Duration) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&(t.as_millis() as u32).to_le_bytes());
+    b
+}
+
+/// A durable open whose connection is gone.
+pub struct Parked {
+    pub open: Open,
+    pub deadline: Instant,
+}
+
+/// Parked opens by persistent FileId.
+#[derive(Default)]
+pub struct Table {
+    parked: HashMap<u64, Parked>,
+}
+
+/// The connection id a parked open's entries in the file table carry.
+pub const DISCONNECTED: u64 = 0;
+
+impl Server {
+    fn lock_durable(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.durable.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep `open` of connection `connection` for a reconnect, if it may
+    /// be kept (MS-SMB2 3.3.7.1: durable, and its batch oplock held, not
+    /// breaking); otherwise hand it back to be closed.
+    pub(crate) fn park(&self, connection: u64, open: Open, now: Instant) -> Option<Open> {
+        let Some(d) = &open.durable else { return Some(open) };
+        let old = OpenOwner { connection, volatile: open.file_id.volatile };
+        let new = OpenOwner { connection: DISCONNECTED, volatile: open.file_id.volatile };
+        {
+            let mut files = self.lock_files();
+            let Some(e) = files.files.get_mut(&open.file_key) else { return Some(open) };
+            let keep = e.open_mut(old).is_some_and(|o| o.oplock == level::BATCH && o.breaking.is_none());
+            if !keep {
+                return Some(open);
+            }
+            e.reown(old, new);
+        }
+        let deadline = now + d.timeout;
+        self.lock_durable().parked.insert(open.file_id.persistent, Parked { open, deadline });
+        None
+    }
+
+    /// Take a parked open back for a reconnect by `user` of client
+    /// `client_guid` on connection `connection` (MS-SMB2 3.3.5.9.7 and
+    /// 3.3.5.9.12): OBJECT_NAME_NOT_FOUND when there is none to take,
+    /// ACCESS_DENIED when it is another user's.
+    pub(crate) fn reclaim(&self, rc: &Reconnect, user: &str, client_guid: [u8; 16], connection: u64) -> Result<Open, NtStatus> {
+        let mut t = self.lock_durable();
+        let p = t.parked.get(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+        let d = p.open.durable.as_ref().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+        if d.v2 != rc.v2 || (rc.v2 && (d.create_guid != rc.create_guid || d.client_guid != client_guid)) {
+            return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+        }
+        if d.user != user.to_lowercase() {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        let p = t.parked.remove(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+        drop(t);
+        let volatile = p.open.file_id.volatile;
+        if let Some(e) = self.lock_files().files.get_mut(&p.open.file_key) {
+            e.reown(OpenOwner { connection: DISCONNECTED, volatile }, OpenOwner { connection, volatile });
+        }
+        Ok(p.open)
+    }
+
+    /// Close the parked opens whose time is up, and those of file `key`
+    /// that `purge` selects (an open that needs their oplock broken).
+    pub(crate) fn expire_parked(&self, now: Instant, mut purge: impl FnMut(&Parked) -> bool) {
+        let gone: Vec<Parked> = {
+            let mut t = self.lock_durable();
+            let ids: Vec<u64> = t.parked.iter().filter(|(_, p)| now >= p.deadline || purge(p)).map(|(&k, _)| k).collect();
+            ids.iter().filter_map(|k| t.parked.remove(k)).collect()
+        };
+        for p in gone {
+            crate::cmd::close::release(self, DISCONNECTED, p.open);
+        }
+    }
+}
