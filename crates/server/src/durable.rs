@@ -28,7 +28,6 @@ pub struct Durable {
     /// Granted through DH2Q (v2) rather than DHnQ (v1).
     pub v2: bool,
     pub create_guid: [u8; 16],
-    pub client_guid: [u8; 16],
     /// Lower-case user name of the session that opened it.
     pub user: String,
     pub timeout: Duration,
@@ -135,15 +134,17 @@ impl Server {
         None
     }
 
-    /// Take a parked open back for a reconnect by `user` of client
-    /// `client_guid` on connection `connection` (MS-SMB2 3.3.5.9.7 and
+    /// Take a parked open back for a reconnect by `user` on connection
+    /// `connection` (MS-SMB2 3.3.5.9.7 and
     /// 3.3.5.9.12): OBJECT_NAME_NOT_FOUND when there is none to take,
     /// ACCESS_DENIED when it is another user's.
-    pub(crate) fn reclaim(&self, rc: &Reconnect, user: &str, client_guid: [u8; 16], connection: u64) -> Result<Open, NtStatus> {
+    pub(crate) fn reclaim(&self, rc: &Reconnect, user: &str, connection: u64) -> Result<Open, NtStatus> {
         let mut t = self.lock_durable();
         let p = t.parked.get(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
         let d = p.open.durable.as_ref().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-        if d.v2 != rc.v2 || (rc.v2 && (d.create_guid != rc.create_guid || d.client_guid != client_guid)) {
+        // The client GUID must match only for leases; an oplock's open may
+        // come back from a client that restarted (smb2.durable-v2-open.reopen1a).
+        if d.v2 != rc.v2 || (rc.v2 && d.create_guid != rc.create_guid) {
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
         }
         if d.user != user.to_lowercase() {

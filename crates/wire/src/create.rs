@@ -55,6 +55,8 @@ pub mod ctx_name {
     pub const DURABLE_RECONNECT: &[u8] = b"DHnC";
     pub const DURABLE_REQUEST_V2: &[u8] = b"DH2Q";
     pub const DURABLE_RECONNECT_V2: &[u8] = b"DH2C";
+    /// Lease request (MS-SMB2 2.2.13.2.8, 2.2.13.2.10).
+    pub const LEASE: &[u8] = b"RqLs";
 }
 
 /// One create context: name and data borrow the message.

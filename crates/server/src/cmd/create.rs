@@ -210,19 +210,24 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
 }
 
 /// The durable request and reconnect contexts of a CREATE (MS-SMB2
-/// 3.3.5.9.6, .7, .10, .12): a reconnect overrides a request of its own
-/// version; v1 and v2 contexts together are INVALID_PARAMETER.
+/// 3.3.5.9.6, .7, .10, .12), with the combinations Samba and Windows
+/// refuse: a reconnect together with a request or reconnect of the other
+/// version is INVALID_PARAMETER; a reconnect with any other context
+/// (but a DHnQ beside a DHnC, or a lease request) OBJECT_NAME_NOT_FOUND.
 fn durable_contexts(r: &CreateRequest<'_>) -> Result<(Option<durable::Request>, Option<durable::Reconnect>), NtStatus> {
     let (q1, c1) = (r.context(ctx_name::DURABLE_REQUEST), r.context(ctx_name::DURABLE_RECONNECT));
     let (q2, c2) = (r.context(ctx_name::DURABLE_REQUEST_V2), r.context(ctx_name::DURABLE_RECONNECT_V2));
-    if (q1.is_some() || c1.is_some()) && (q2.is_some() || c2.is_some()) {
+    if (c1.is_some() && (c2.is_some() || q2.is_some())) || (c2.is_some() && (q1.is_some() || q2.is_some())) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
+    let others = r.contexts.len() - usize::from(r.context(ctx_name::LEASE).is_some());
     if let Some(c) = c2 {
-        return Ok((None, Some(durable::parse_reconnect(c.data, true)?)));
+        let rc = durable::parse_reconnect(c.data, true)?;
+        return if others == 1 { Ok((None, Some(rc))) } else { Err(NtStatus::OBJECT_NAME_NOT_FOUND) };
     }
     if let Some(c) = c1 {
-        return Ok((None, Some(durable::parse_reconnect(c.data, false)?)));
+        let rc = durable::parse_reconnect(c.data, false)?;
+        return if others == 1 + usize::from(q1.is_some()) { Ok((None, Some(rc))) } else { Err(NtStatus::OBJECT_NAME_NOT_FOUND) };
     }
     if let Some(q) = q2 {
         return Ok((Some(durable::parse_request_v2(q.data)?), None));
@@ -235,10 +240,9 @@ fn durable_contexts(r: &CreateRequest<'_>) -> Result<(Option<durable::Request>, 
 /// session and tree; the response describes the file as it is now.
 fn reconnect(ctx: &mut Ctx<'_>, rc: &durable::Reconnect, share: &Arc<Share>) -> HResult {
     let user = ctx.session()?.user.clone();
-    let client_guid = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
     let server = Arc::clone(&ctx.conn.server);
     server.expire_parked(ctx.now, |_| false);
-    let mut open = server.reclaim(rc, &user, client_guid, ctx.conn.id)?;
+    let mut open = server.reclaim(rc, &user, ctx.conn.id)?;
     if open.share.name != share.name {
         // Not this share's open: leave it parked for its owner.
         if let Some(open) = server.park(ctx.conn.id, open, ctx.now) {
@@ -258,14 +262,12 @@ fn reconnect(ctx: &mut Ctx<'_>, rc: &durable::Reconnect, share: &Arc<Share>) -> 
     open.session_id = ctx.session_id;
     open.tree_id = ctx.tree_id;
     let fid = open.file_id;
-    let timeout = open.durable.as_ref().map(|d| d.timeout).unwrap_or(durable::DEFAULT_TIMEOUT);
-    let v2 = open.durable.as_ref().is_some_and(|d| d.v2);
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);
-    let data = if v2 { durable::response_v2(timeout) } else { [0; 8] };
-    let name = if v2 { ctx_name::DURABLE_REQUEST_V2 } else { ctx_name::DURABLE_REQUEST };
+    // Windows and Samba answer a reconnect with no durable context
+    // (smbtorture smb2.durable-v2-open.reopen1a checks it).
     let header_start = ctx.header_start;
-    CreateResponse { oplock_level: level, ..response(&meta(&st), CreateAction::Opened, fid) }.encode(ctx.out, header_start, &[(name, &data)]);
+    CreateResponse { oplock_level: level, ..response(&meta(&st), CreateAction::Opened, fid) }.encode(ctx.out, header_start, &[]);
     Ok(NtStatus::SUCCESS)
 }
 
@@ -551,10 +553,9 @@ fn open_file(
     insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, st.file_id);
     if let Some(d) = durable {
         let user = ctx.session()?.user.to_lowercase();
-        let client_guid = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
         let timeout = if d.v2 { durable::timeout(d.timeout_ms) } else { durable::DEFAULT_TIMEOUT };
         if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
-            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid, user, timeout });
+            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, user, timeout });
         }
     }
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();
