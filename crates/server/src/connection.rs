@@ -92,7 +92,7 @@ impl ConnState {
     /// Durable opens of `pred` are parked for a reconnect, the others
     /// closed (MS-SMB2 3.3.7.1: a lost connection, a session replaced by
     /// a reconnect naming it as PreviousSessionId).
-    fn disconnect_opens(&mut self, now: Instant, pred: impl Fn(&Open) -> bool) {
+    pub(crate) fn disconnect_opens(&mut self, now: Instant, pred: impl Fn(&Open) -> bool) {
         let ids: Vec<u64> = self.opens.iter().filter(|(_, o)| pred(o)).map(|(&k, _)| k).collect();
         for v in ids {
             let Some(open) = self.opens.remove(&v) else { continue };

@@ -142,9 +142,11 @@ impl Server {
         let mut t = self.lock_durable();
         let p = t.parked.get(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
         let d = p.open.durable.as_ref().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-        // The client GUID must match only for leases; an oplock's open may
-        // come back from a client that restarted (smb2.durable-v2-open.reopen1a).
-        if d.v2 != rc.v2 || (rc.v2 && d.create_guid != rc.create_guid) {
+        // A v2 reconnect names the open's CreateGuid; a v1 reconnect
+        // may take a v2 open back (smb2.durable-v2-open.reopen2b). The
+        // client GUID must match only for leases: an oplock's open may come
+        // back from a client that restarted (smb2.durable-v2-open.reopen1a).
+        if rc.v2 && (!d.v2 || d.create_guid != rc.create_guid) {
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
         }
         if d.user != user.to_lowercase() {
