@@ -2,10 +2,12 @@
 //! connection gets a sans-IO [`smbq_server::Connection`] and a
 //! [`TransportInfo`]; no SMB logic lives here.
 //!
-//! Per connection three stages run in parallel: a reader task that cuts the
+//! Per connection three tasks run in parallel: a reader that cuts the
 //! byte stream into Direct TCP frames (MS-SMB2 2.1; SMB over QUIC uses the
-//! same framing on its stream), an engine thread that runs the connection
-//! state machine (file I/O and crypto are blocking work), and a writer task.
+//! same framing on its stream), the engine that runs the connection state
+//! machine (its file I/O and crypto are blocking work, done under
+//! `block_in_place`: no thread is held by an idle connection), and a
+//! writer. The runtime must be multi-threaded.
 //!
 //! Over TCP the reader copies the bytes out of the socket into the frame.
 //! Over QUIC quinn has already copied each packet once; a large frame's
@@ -276,8 +278,7 @@ pub(crate) async fn serve_framed(
         }
         wr.finish().await;
     });
-    let rt = tokio::runtime::Handle::current();
-    let mut engine = tokio::task::spawn_blocking(move || run_engine(server, info, in_rx, out_tx, rt, adm, on_logon));
+    let mut engine = tokio::spawn(run_engine(server, info, in_rx, out_tx, adm, on_logon));
     // Whichever side ends first ends the connection: stopping the reader
     // closes the engine's input, and a finished engine closes the writer's.
     tokio::select! {
@@ -294,12 +295,17 @@ pub(crate) async fn serve_framed(
 
 /// Run one connection's engine given its framed input and output channels.
 /// Returns when the peer goes away, the engine closes it, or it times out.
-fn run_engine(
+///
+/// The engine is a task, not a thread: an idle connection holds no
+/// thread. The state machine's work (file I/O, crypto) may block, so it
+/// runs under `block_in_place`, which hands this worker's other tasks to
+/// another thread meanwhile: the threads in use follow the requests being
+/// handled, not the connections open.
+async fn run_engine(
     server: Arc<Server>,
     info: TransportInfo,
     mut rx: mpsc::Receiver<Frame>,
     tx: mpsc::Sender<Vec<u8>>,
-    rt: tokio::runtime::Handle,
     adm: Arc<Admission>,
     on_logon: Box<dyn FnOnce() + Send>,
 ) {
@@ -317,25 +323,24 @@ fn run_engine(
     }
     let reason = loop {
         let deadline = conn.poll_timeout();
-        let ev = rt.block_on(async {
-            let sleep = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                m = rx.recv() => Event::Frame(m),
-                _ = notices.notified() => Event::Notice,
-                _ = sleep => Event::Timeout,
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
             }
-        });
+        };
+        let ev = tokio::select! {
+            m = rx.recv() => Event::Frame(m),
+            _ = notices.notified() => Event::Notice,
+            _ = sleep => Event::Timeout,
+        };
         let result = match ev {
+            Event::Frame(None) => break "peer closed".to_string(),
             Event::Notice => {
-                conn.handle_notices(Instant::now());
+                tokio::task::block_in_place(|| conn.handle_notices(Instant::now()));
                 Ok(())
             }
-            Event::Frame(Some(mut f)) => {
+            Event::Frame(Some(mut f)) => tokio::task::block_in_place(|| {
                 let r = conn.handle_frame(Instant::now(), &mut f.head, &f.tail);
                 if adm.note_logon(&conn) {
                     if let Some(f) = on_logon.take() {
@@ -343,13 +348,12 @@ fn run_engine(
                     }
                 }
                 r
-            }
-            Event::Frame(None) => break "peer closed".to_string(),
-            Event::Timeout => conn.handle_timeout(Instant::now()),
+            }),
+            Event::Timeout => tokio::task::block_in_place(|| conn.handle_timeout(Instant::now())),
         };
         let mut send_failed = false;
         while let Some(out) = conn.poll_transmit() {
-            if tx.blocking_send(out).is_err() {
+            if tx.send(out).await.is_err() {
                 send_failed = true;
                 break;
             }
@@ -361,6 +365,8 @@ fn run_engine(
             break "peer stopped reading".to_string();
         }
     };
+    // Closing the connection's opens may take file I/O (delete on close).
+    tokio::task::block_in_place(|| drop(conn));
     if reason == "peer closed" {
         debug!(?peer, "connection closed by peer");
     } else {
