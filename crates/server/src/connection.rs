@@ -310,6 +310,9 @@ impl Connection {
         for n in self.st.server.take_notices(self.st.id) {
             match n {
                 Notice::OplockBreak { volatile, level } => dispatch::send_oplock_break(self, volatile, level),
+                Notice::LeaseBreak { key, epoch, from, to, ack } => {
+                    dispatch::send_lease_break(self, &key, epoch, from, to, ack)
+                }
                 Notice::Wake => wake = true,
                 Notice::EndSession { session } => {
                     self.st.disconnect_opens(now, |o| o.session_id == session);

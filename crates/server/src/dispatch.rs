@@ -500,7 +500,10 @@ fn should_sign(c: &Connection, hdr: &Header, session_id: u64, status: NtStatus, 
 fn check(ctx: &mut Ctx<'_>, elem: &[u8]) -> Result<&'static CommandSpec, NtStatus> {
     let spec = TABLE.get(ctx.hdr.command as usize).ok_or(NtStatus::INVALID_PARAMETER)?;
     let body = elem.get(HEADER_LEN..).unwrap_or(&[]);
-    smbq_wire::check_structure_size(body, spec.structure_size).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    // OPLOCK_BREAK carries an oplock (24) or a lease (36) acknowledgment.
+    let lease_ack = spec.command == Command::OPLOCK_BREAK && body.get(..2) == Some(&smbq_wire::lease::ACK_SIZE.to_le_bytes()[..]);
+    let size = if lease_ack { smbq_wire::lease::ACK_SIZE } else { spec.structure_size };
+    smbq_wire::check_structure_size(body, size).map_err(|_| NtStatus::INVALID_PARAMETER)?;
     let encrypted = ctx.encrypted;
     if !spec.needs_session {
         //= MS-SMB2 3.3.5.2.4: a signed request naming a session is verified
@@ -616,12 +619,29 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
 /// meanwhile needs no break.
 pub(crate) fn send_oplock_break(c: &mut Connection, volatile: u64, level: u8) {
     let Some(o) = c.st.opens.get(&volatile) else { return };
-    let (file_id, sid, tid) = (o.file_id, o.session_id, o.tree_id);
+    let file_id = o.file_id;
+    send_break(c, volatile, |out| smbq_wire::oplock_break::encode(out, level, file_id));
+}
+
+/// A lease break notification (MS-SMB2 2.2.23.2, 3.3.4.7), sent as an
+/// oplock break is, for a lease that an open of this connection is under.
+pub(crate) fn send_lease_break(c: &mut Connection, key: &[u8; 16], epoch: u16, from: u8, to: u8, ack: bool) {
+    let Some(o) = c.st.opens.values().find(|o| o.lease.as_ref() == Some(key)) else { return };
+    let volatile = o.file_id.volatile;
+    send_break(c, volatile, |out| smbq_wire::lease::encode_break(out, epoch, ack, key, u32::from(from), u32::from(to)));
+}
+
+/// A server-initiated break message, its body written by `body`: sealed
+/// with the key of the session of open `volatile` when its session or
+/// share encrypts.
+fn send_break(c: &mut Connection, volatile: u64, body: impl FnOnce(&mut Vec<u8>)) {
+    let Some(o) = c.st.opens.get(&volatile) else { return };
+    let (sid, tid) = (o.session_id, o.tree_id);
     let encrypt = c.st.sessions.get(&sid).is_some_and(|s| {
         s.encryptor.is_some() && (s.encrypt_data || s.trees.get(&tid).is_some_and(|t| t.encrypt))
     });
     let prefix = 4 + if encrypt { TRANSFORM_HEADER_LEN } else { 0 };
-    let mut out = Vec::with_capacity(prefix + HEADER_LEN + 24);
+    let mut out = Vec::with_capacity(prefix + HEADER_LEN + 44);
     out.resize(prefix, 0);
     let h = Header {
         command: Command::OPLOCK_BREAK.0,
@@ -630,7 +650,7 @@ pub(crate) fn send_oplock_break(c: &mut Connection, volatile: u64, level: u8) {
         ..Default::default()
     };
     h.encode(&mut out);
-    smbq_wire::oplock_break::encode(&mut out, level, file_id);
+    body(&mut out);
     finish(c, out, &[(prefix, None)], encrypt.then_some(sid));
 }
 

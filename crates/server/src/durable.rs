@@ -28,6 +28,8 @@ pub struct Durable {
     /// Granted through DH2Q (v2) rather than DHnQ (v1).
     pub v2: bool,
     pub create_guid: [u8; 16],
+    /// The client's GUID: a leased open comes back only to it.
+    pub client_guid: [u8; 16],
     /// Lower-case user name of the session that opened it.
     pub user: String,
     pub timeout: Duration,
@@ -114,8 +116,9 @@ impl Server {
     }
 
     /// Keep `open` of connection `connection` for a reconnect, if it may
-    /// be kept (MS-SMB2 3.3.7.1: durable, and its batch oplock held, not
-    /// breaking); otherwise hand it back to be closed.
+    /// be kept (MS-SMB2 3.3.7.1: durable, and its batch oplock or its
+    /// lease's handle caching held, not breaking); otherwise hand it back
+    /// to be closed.
     pub(crate) fn park(&self, connection: u64, open: Open, now: Instant) -> Option<Open> {
         let Some(d) = &open.durable else { return Some(open) };
         let old = OpenOwner { connection, volatile: open.file_id.volatile };
@@ -123,7 +126,11 @@ impl Server {
         {
             let mut files = self.lock_files();
             let Some(e) = files.files.get_mut(&open.file_key) else { return Some(open) };
-            let keep = e.open_mut(old).is_some_and(|o| o.oplock == level::BATCH && o.breaking.is_none());
+            let lease = e.opens.iter().find(|o| o.owner == old).and_then(|o| o.lease);
+            let keep = match lease {
+                Some(id) => e.leases.iter().any(|l| l.id == id && l.state & crate::oplock::HANDLE != 0 && l.breaking.is_none()),
+                None => e.open_mut(old).is_some_and(|o| o.oplock == level::BATCH && o.breaking.is_none()),
+            };
             if !keep {
                 return Some(open);
             }
@@ -134,11 +141,11 @@ impl Server {
         None
     }
 
-    /// Take a parked open back for a reconnect by `user` on connection
-    /// `connection` (MS-SMB2 3.3.5.9.7 and
+    /// Take a parked open back for a reconnect by `user` of client
+    /// `client_guid` on connection `connection` (MS-SMB2 3.3.5.9.7 and
     /// 3.3.5.9.12): OBJECT_NAME_NOT_FOUND when there is none to take,
     /// ACCESS_DENIED when it is another user's.
-    pub(crate) fn reclaim(&self, rc: &Reconnect, user: &str, connection: u64) -> Result<Open, NtStatus> {
+    pub(crate) fn reclaim(&self, rc: &Reconnect, user: &str, client_guid: [u8; 16], connection: u64) -> Result<Open, NtStatus> {
         let mut t = self.lock_durable();
         let p = t.parked.get(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
         let d = p.open.durable.as_ref().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
@@ -146,7 +153,7 @@ impl Server {
         // may take a v2 open back (smb2.durable-v2-open.reopen2b). The
         // client GUID must match only for leases: an oplock's open may come
         // back from a client that restarted (smb2.durable-v2-open.reopen1a).
-        if rc.v2 && (!d.v2 || d.create_guid != rc.create_guid) {
+        if (rc.v2 && (!d.v2 || d.create_guid != rc.create_guid)) || (p.open.lease.is_some() && d.client_guid != client_guid) {
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
         }
         if d.user != user.to_lowercase() {

@@ -22,12 +22,32 @@ pub struct OpenRef {
     pub oplock: u8,
     /// A break sent and not yet acknowledged.
     pub breaking: Option<Breaking>,
+    /// The lease it opened under (then `oplock` is unused).
+    pub lease: Option<LeaseId>,
 }
 
 impl OpenRef {
     pub fn new(owner: OpenOwner, access: u32, share_access: u32) -> OpenRef {
-        OpenRef { owner, access, share_access, oplock: 0, breaking: None }
+        OpenRef { owner, access, share_access, oplock: 0, breaking: None, lease: None }
     }
+}
+
+/// A lease is the client's (ClientGuid) and named by its LeaseKey
+/// (MS-SMB2 3.3.1.4 LeaseTable).
+pub type LeaseId = ([u8; 16], [u8; 16]);
+
+/// One lease on a file (MS-SMB2 3.3.1.13 Lease): the caching it grants
+/// all the opens made under it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub id: LeaseId,
+    /// Read, Handle, Write caching (`oplock::READ` etc.).
+    pub state: u8,
+    pub breaking: Option<Breaking>,
+    /// Version 2 (epochs, parent keys) or 1.
+    pub v2: bool,
+    pub epoch: u16,
+    pub parent: Option<[u8; 16]>,
 }
 
 /// An oplock break in progress (MS-SMB2 3.3.1.10 Open.OplockState Breaking).
@@ -56,6 +76,8 @@ pub struct FileEntry {
     pub opens: Vec<OpenRef>,
     pub delete_pending: bool,
     pub locks: Vec<ByteLock>,
+    /// The leases its opens were made under.
+    pub leases: Vec<Lease>,
     /// Connections with a request blocked on this file (a byte-range
     /// lock, an open waiting for an oplock break): woken when an open
     /// closes, a lock goes or a break is acknowledged.
@@ -65,6 +87,15 @@ pub struct FileEntry {
 impl FileEntry {
     pub fn open_mut(&mut self, owner: OpenOwner) -> Option<&mut OpenRef> {
         self.opens.iter_mut().find(|o| o.owner == owner)
+    }
+
+    pub fn lease_mut(&mut self, id: &LeaseId) -> Option<&mut Lease> {
+        self.leases.iter_mut().find(|l| &l.id == id)
+    }
+
+    /// A connection holding an open under lease `id` (where its breaks go).
+    pub fn lease_holder(&self, id: &LeaseId) -> Option<OpenOwner> {
+        self.opens.iter().find(|o| o.lease.as_ref() == Some(id)).map(|o| o.owner)
     }
 
     /// The open `old` now lives on another connection (a durable open
@@ -90,6 +121,8 @@ impl FileEntry {
 #[derive(Debug, Default)]
 pub struct FileTable {
     pub files: HashMap<u64, FileEntry>,
+    /// Which file each lease is on (a lease key names one file).
+    pub leases: HashMap<LeaseId, u64>,
 }
 
 impl FileTable {
@@ -101,8 +134,15 @@ impl FileTable {
     /// (the entry is then removed) and the connections to wake.
     pub fn remove_open(&mut self, key: u64, owner: OpenOwner) -> (bool, Vec<u64>) {
         let Some(e) = self.files.get_mut(&key) else { return (true, Vec::new()) };
+        let lease = e.opens.iter().find(|o| o.owner == owner).and_then(|o| o.lease);
         e.opens.retain(|o| o.owner != owner);
         e.locks.retain(|l| l.owner != owner);
+        // A lease lives as long as an open made under it.
+        if let Some(id) = lease.filter(|id| !e.opens.iter().any(|o| o.lease.as_ref() == Some(id))) {
+            e.leases.retain(|l| l.id != id);
+            self.leases.remove(&id);
+        }
+        let Some(e) = self.files.get_mut(&key) else { return (true, Vec::new()) };
         let waiters = std::mem::take(&mut e.waiters);
         if e.opens.is_empty() {
             self.files.remove(&key);

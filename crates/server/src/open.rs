@@ -35,6 +35,8 @@ pub struct Open {
     pub position: u64,
     /// Granted a durable handle: the open may outlive its connection.
     pub durable: Option<crate::durable::Durable>,
+    /// The key of the lease it was opened under.
+    pub lease: Option<[u8; 16]>,
 }
 
 impl Open {

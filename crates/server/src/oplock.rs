@@ -11,7 +11,7 @@
 //! of level II to none needs no acknowledgment. Pure logic on the global
 //! file table: the caller posts the breaks to the holders' connections.
 
-use crate::files::{Breaking, FileEntry, OpenOwner};
+use crate::files::{Breaking, FileEntry, LeaseId, OpenOwner};
 use smbq_wire::oplock_break::level;
 use std::time::{Duration, Instant};
 
@@ -58,13 +58,46 @@ pub fn effective_access(granted: u32, overwrite: bool) -> u32 {
     }
 }
 
-/// What an incoming open has to do about the other opens' oplocks.
+/// A break to send: an oplock's (to the open's connection) or a
+/// lease's (to a connection with an open under it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Break {
+    Oplock { owner: OpenOwner, level: u8 },
+    Lease { connection: u64, key: [u8; 16], epoch: u16, from: u8, to: u8, ack: bool },
+}
+
+/// What an incoming open has to do about the other opens' oplocks and
+/// leases.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Contention {
-    /// Breaks to send now: to whom, and the level to break to.
-    pub breaks: Vec<(OpenOwner, u8)>,
+    /// Breaks to send now.
+    pub breaks: Vec<Break>,
     /// Wait for acknowledgments until this instant at the latest.
     pub wait: Option<Instant>,
+}
+
+impl Contention {
+    fn wait_until(&mut self, deadline: Instant) {
+        self.wait = Some(self.wait.map_or(deadline, |w| w.min(deadline)));
+    }
+}
+
+/// What a holder of `held` keeps when an open that needs `delay_mask`
+/// given up comes (Samba's delay_for_oplock_fn), or `None` when it
+/// keeps everything.
+fn break_to(held: u8, delay_mask: u8, overwrite: bool) -> Option<u8> {
+    let overwriting = overwrite && delay_mask & HANDLE == 0;
+    let mut to = held & !delay_mask;
+    if overwriting {
+        to &= !(HANDLE | READ);
+    }
+    if held & !to == 0 {
+        return None;
+    }
+    if overwriting {
+        to &= !(READ | WRITE);
+    }
+    Some(to)
 }
 
 /// Decide the breaks a new open causes (Samba's delay_for_oplock), and
@@ -72,13 +105,21 @@ pub struct Contention {
 /// holder is left with no oplock (MS-SMB2 3.3.2.1, Oplock Break
 /// Acknowledgment Timer). `violation`: the share modes conflict;
 /// `overwrite`: the open supersedes or overwrites the file.
-pub fn contend(entry: &mut FileEntry, access: u32, violation: bool, overwrite: bool, now: Instant, timeout: Duration) -> Contention {
+pub fn contend(
+    entry: &mut FileEntry,
+    access: u32,
+    own_lease: Option<&LeaseId>,
+    violation: bool,
+    overwrite: bool,
+    now: Instant,
+    timeout: Duration,
+) -> Contention {
     let mut c = Contention::default();
     if is_stat_open(access) {
         return c;
     }
     let delay_mask = if violation { HANDLE } else { WRITE };
-    for o in entry.opens.iter_mut() {
+    for o in entry.opens.iter_mut().filter(|o| o.lease.is_none()) {
         if let Some(b) = o.breaking {
             if now >= b.deadline {
                 o.oplock = level::NONE;
@@ -87,26 +128,16 @@ pub fn contend(entry: &mut FileEntry, access: u32, violation: bool, overwrite: b
             }
         }
         let held = caching(o.oplock);
-        let mut to = held & !delay_mask;
-        let overwriting = overwrite && delay_mask & HANDLE == 0;
-        if overwriting {
-            to &= !(HANDLE | READ);
-        }
         if let Some(b) = o.breaking {
             if held & delay_mask != 0 {
-                c.wait = Some(c.wait.map_or(b.deadline, |w| w.min(b.deadline)));
+                c.wait_until(b.deadline);
             }
             continue;
         }
-        if held & !to == 0 {
-            continue;
-        }
-        if overwriting {
-            to &= !(READ | WRITE);
-        }
+        let Some(to) = break_to(held, delay_mask, overwrite) else { continue };
         // Oplocks break to Read (level II) or nothing.
         let to_level = level_of(to & READ);
-        c.breaks.push((o.owner, to_level));
+        c.breaks.push(Break::Oplock { owner: o.owner, level: to_level });
         if o.oplock == level::II {
             // Level II to none is not acknowledged (MS-SMB2 3.3.4.6).
             o.oplock = level::NONE;
@@ -115,10 +146,53 @@ pub fn contend(entry: &mut FileEntry, access: u32, violation: bool, overwrite: b
         let deadline = now + timeout;
         o.breaking = Some(Breaking { to: to_level, deadline });
         if held & delay_mask != 0 {
-            c.wait = Some(c.wait.map_or(deadline, |w| w.min(deadline)));
+            c.wait_until(deadline);
+        }
+    }
+    let holders: Vec<(LeaseId, Option<OpenOwner>)> = entry.leases.iter().map(|l| (l.id, entry.lease_holder(&l.id))).collect();
+    for (id, holder) in holders {
+        if Some(&id) == own_lease {
+            continue;
+        }
+        let Some(l) = entry.lease_mut(&id) else { continue };
+        if let Some(b) = l.breaking {
+            if now >= b.deadline {
+                l.state = b.to;
+                l.breaking = None;
+            } else {
+                if l.state & delay_mask != 0 {
+                    c.wait_until(b.deadline);
+                }
+                continue;
+            }
+        }
+        let held = l.state;
+        let Some(to) = break_to(held, delay_mask, overwrite) else { continue };
+        c.breaks.extend(break_lease(l, holder, to, now + timeout));
+        if held & delay_mask != 0 && l.breaking.is_some() {
+            c.wait_until(now + timeout);
         }
     }
     c
+}
+
+/// Break lease `l` to `to` (MS-SMB2 3.3.4.7): a break that takes Write or
+/// Handle caching away is acknowledged before it takes effect; one that
+/// only takes Read away takes effect at once. Version 2 leases count
+/// each change in their epoch.
+fn break_lease(l: &mut crate::files::Lease, holder: Option<OpenOwner>, to: u8, deadline: Instant) -> Option<Break> {
+    let from = l.state;
+    let ack = from & (WRITE | HANDLE) != 0;
+    if l.v2 {
+        l.epoch = l.epoch.wrapping_add(1);
+    }
+    if ack {
+        l.breaking = Some(Breaking { to, deadline });
+    } else {
+        l.state = to;
+    }
+    let h = holder?;
+    Some(Break::Lease { connection: h.connection, key: l.id.1, epoch: l.epoch, from, to, ack })
 }
 
 /// The level a new open gets (the grant half of Samba's delay_for_oplock),
@@ -134,26 +208,81 @@ pub fn grant(entry: &FileEntry, requested: u8, access: u32, directory: bool, exi
     if !overwritten && !entry.locks.is_empty() {
         granted &= !(READ | HANDLE);
     }
-    if !is_stat_open(access) {
-        // Write caching only for the sole opener: no other open that
-        // holds an oplock (even broken) or reads or writes.
-        let others = entry.opens.iter().any(|o| o.oplock != level::NONE || o.breaking.is_some() || !is_stat_open(o.access));
-        if others {
-            granted &= !WRITE;
-        }
+    if !is_stat_open(access) && write_denied(entry, None) {
+        granted &= !WRITE;
+    }
+    // Handle caching under a lease rules out oplocks.
+    if entry.leases.iter().any(|l| l.state & HANDLE != 0) {
+        return level::NONE;
     }
     level_of(granted)
 }
 
+/// Write caching is only for the sole opener: no other open (outside
+/// lease `own`) that holds an oplock or a lease, or reads or writes.
+fn write_denied(entry: &FileEntry, own: Option<&LeaseId>) -> bool {
+    entry
+        .opens
+        .iter()
+        .filter(|o| own.is_none() || o.lease.as_ref() != own)
+        .any(|o| o.lease.is_some() || o.oplock != level::NONE || o.breaking.is_some() || !is_stat_open(o.access))
+}
+
+/// The caching a new open under lease `own` gets (MS-SMB2 3.3.5.9.8 and
+/// 3.3.5.9.11, as Samba grants it), given the file's other opens: no
+/// directory leases; Write only for the sole opener; no Read or Handle
+/// on a file with byte-range locks; no Handle beside an oplock; Write
+/// without Read, and Write and Handle alone, are not granted.
+pub fn grant_lease(entry: &FileEntry, own: &LeaseId, requested: u8, directory: bool, overwritten: bool) -> u8 {
+    let mut granted = requested & (READ | WRITE | HANDLE);
+    if directory || granted & (READ | WRITE) == 0 || granted == WRITE || granted == WRITE | HANDLE {
+        return 0;
+    }
+    if !overwritten && !entry.locks.is_empty() {
+        granted &= !(READ | HANDLE);
+    }
+    if write_denied(entry, Some(own)) {
+        granted &= !WRITE;
+    }
+    if entry.opens.iter().any(|o| o.lease.is_none() && o.oplock != level::NONE) {
+        granted &= !HANDLE;
+    }
+    granted
+}
+
+/// A lease break acknowledgment (MS-SMB2 3.3.5.22.2): the state kept.
+pub fn acknowledge_lease(entry: &mut FileEntry, id: &LeaseId, acked: u8) -> Result<u8, smbq_wire::NtStatus> {
+    use smbq_wire::NtStatus;
+    let l = entry.lease_mut(id).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    // Samba answers an acknowledgment of no break UNSUCCESSFUL, and one
+    // that keeps more than the break left REQUEST_NOT_ACCEPTED.
+    let b = l.breaking.ok_or(NtStatus::UNSUCCESSFUL)?;
+    if acked & !b.to != 0 {
+        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+    }
+    l.breaking = None;
+    l.state = acked;
+    Ok(acked)
+}
+
 /// A write, a truncation or a byte-range lock breaks every level II
-/// oplock of the file to none, the writer's own too, without waiting
-/// (MS-FSA 2.1.5.3, Samba's contend_level2_oplocks; smbtorture
-/// smb2.oplock.batch1 expects the self break).
-pub fn contend_level2(entry: &mut FileEntry) -> Vec<(OpenOwner, u8)> {
+/// oplock of the file to none, the writer's own too, and every other
+/// lease's Read caching, without waiting (MS-FSA 2.1.5.3, Samba's
+/// contend_level2_oplocks; smbtorture smb2.oplock.batch1 expects the
+/// self break). `writer` is the open writing.
+pub fn contend_level2(entry: &mut FileEntry, writer: OpenOwner, now: Instant, timeout: Duration) -> Vec<Break> {
     let mut breaks = Vec::new();
-    for o in entry.opens.iter_mut().filter(|o| o.oplock == level::II && o.breaking.is_none()) {
+    for o in entry.opens.iter_mut().filter(|o| o.lease.is_none() && o.oplock == level::II && o.breaking.is_none()) {
         o.oplock = level::NONE;
-        breaks.push((o.owner, level::NONE));
+        breaks.push(Break::Oplock { owner: o.owner, level: level::NONE });
+    }
+    let own = entry.opens.iter().find(|o| o.owner == writer).and_then(|o| o.lease);
+    let holders: Vec<(LeaseId, Option<OpenOwner>)> = entry.leases.iter().map(|l| (l.id, entry.lease_holder(&l.id))).collect();
+    for (id, holder) in holders {
+        let Some(l) = entry.lease_mut(&id).filter(|l| Some(l.id) != own && l.breaking.is_none()) else { continue };
+        if l.state & READ != 0 && l.state & WRITE == 0 {
+            breaks.extend(break_lease(l, holder, 0, now + timeout));
+        }
     }
     breaks
 }
@@ -201,6 +330,13 @@ mod tests {
 
     const T: Duration = Duration::from_secs(35);
 
+    fn brk_level(b: &Break) -> u8 {
+        match b {
+            Break::Oplock { level, .. } => *level,
+            Break::Lease { to, .. } => *to,
+        }
+    }
+
     #[test]
     fn levels_and_caching() {
         for l in [level::NONE, level::II, level::EXCLUSIVE, level::BATCH] {
@@ -217,17 +353,17 @@ mod tests {
     fn batch_breaks_to_level_ii_and_the_open_waits() {
         let now = Instant::now();
         let mut e = entry(vec![holder(1, level::BATCH)]);
-        let c = contend(&mut e, RW, false, false, now, T);
-        assert_eq!(c.breaks, vec![(e.opens[0].owner, level::II)]);
+        let c = contend(&mut e, RW, None, false, false, now, T);
+        assert_eq!(c.breaks, vec![Break::Oplock { owner: e.opens[0].owner, level: level::II }]);
         assert_eq!(c.wait, Some(now + T));
         assert_eq!(e.opens[0].breaking, Some(Breaking { to: level::II, deadline: now + T }));
         // Asked again while breaking: no second break, still waiting.
-        let again = contend(&mut e, RW, false, false, now, T);
+        let again = contend(&mut e, RW, None, false, false, now, T);
         assert_eq!(again, Contention { breaks: vec![], wait: Some(now + T) });
         // Acknowledged: the open goes on and gets level II at most.
         let owner = e.opens[0].owner;
         assert_eq!(acknowledge(&mut e, owner, level::II), Ok(level::II));
-        assert_eq!(contend(&mut e, RW, false, false, now, T), Contention::default());
+        assert_eq!(contend(&mut e, RW, None, false, false, now, T), Contention::default());
         assert_eq!(grant(&e, level::BATCH, RW, false, true, false), level::II);
     }
 
@@ -235,27 +371,27 @@ mod tests {
     fn overwrite_breaks_to_none_and_a_sharing_violation_breaks_handle_caching() {
         let now = Instant::now();
         let mut e = entry(vec![holder(1, level::BATCH)]);
-        let c = contend(&mut e, RW, false, true, now, T);
-        assert_eq!(c.breaks[0].1, level::NONE);
+        let c = contend(&mut e, RW, None, false, true, now, T);
+        assert_eq!(brk_level(&c.breaks[0]), level::NONE);
         // An exclusive holder and a violating open: no break, no wait
         // (there is no handle caching to give up; smb2.oplock.exclusive1).
         let mut e = entry(vec![holder(1, level::EXCLUSIVE)]);
-        assert_eq!(contend(&mut e, RW, true, false, now, T), Contention::default());
+        assert_eq!(contend(&mut e, RW, None, true, false, now, T), Contention::default());
         // An overwrite breaks it to none.
-        let c = contend(&mut e, RW, false, true, now, T);
-        assert_eq!(c.breaks[0].1, level::NONE);
+        let c = contend(&mut e, RW, None, false, true, now, T);
+        assert_eq!(brk_level(&c.breaks[0]), level::NONE);
         // A batch holder and a violating open: wait, it may close.
         let mut e = entry(vec![holder(1, level::BATCH)]);
-        assert!(contend(&mut e, RW, true, false, now, T).wait.is_some());
+        assert!(contend(&mut e, RW, None, true, false, now, T).wait.is_some());
     }
 
     #[test]
     fn level_ii_breaks_to_none_only_on_overwrite_and_without_ack() {
         let now = Instant::now();
         let mut e = entry(vec![holder(1, level::II)]);
-        assert_eq!(contend(&mut e, RW, false, false, now, T), Contention::default());
-        let c = contend(&mut e, RW, false, true, now, T);
-        assert_eq!(c, Contention { breaks: vec![(e.opens[0].owner, level::NONE)], wait: None });
+        assert_eq!(contend(&mut e, RW, None, false, false, now, T), Contention::default());
+        let c = contend(&mut e, RW, None, false, true, now, T);
+        assert_eq!(c, Contention { breaks: vec![Break::Oplock { owner: e.opens[0].owner, level: level::NONE }], wait: None });
         assert_eq!(e.opens[0].oplock, level::NONE);
         let owner = e.opens[0].owner;
         assert_eq!(acknowledge(&mut e, owner, level::NONE), Err(smbq_wire::NtStatus::INVALID_OPLOCK_PROTOCOL));
@@ -265,9 +401,9 @@ mod tests {
     fn stat_opens_break_nothing_and_timeouts_leave_no_oplock() {
         let now = Instant::now();
         let mut e = entry(vec![holder(1, level::BATCH)]);
-        assert_eq!(contend(&mut e, 0x0010_0080, false, false, now, T), Contention::default());
-        contend(&mut e, RW, false, false, now, T);
-        let later = contend(&mut e, RW, false, false, now + T, T);
+        assert_eq!(contend(&mut e, 0x0010_0080, None, false, false, now, T), Contention::default());
+        contend(&mut e, RW, None, false, false, now, T);
+        let later = contend(&mut e, RW, None, false, false, now + T, T);
         assert_eq!(later, Contention::default());
         assert_eq!((e.opens[0].oplock, e.opens[0].breaking), (level::NONE, None));
     }
@@ -296,16 +432,18 @@ mod tests {
         let now = Instant::now();
         let stat = 0x0010_0180;
         let mut e = entry(vec![holder(1, level::BATCH)]);
-        assert_eq!(contend(&mut e, effective_access(stat, false), false, false, now, T), Contention::default());
-        let c = contend(&mut e, effective_access(stat, true), false, true, now, T);
-        assert_eq!(c.breaks[0].1, level::NONE);
+        assert_eq!(contend(&mut e, effective_access(stat, false), None, false, false, now, T), Contention::default());
+        let c = contend(&mut e, effective_access(stat, true), None, false, true, now, T);
+        assert_eq!(brk_level(&c.breaks[0]), level::NONE);
     }
 
     #[test]
     fn writes_break_every_level_ii_holder_the_writers_own_too() {
         let mut e = entry(vec![holder(1, level::II), holder(2, level::II), holder(3, level::NONE)]);
         let (a, b) = (e.opens[0].owner, e.opens[1].owner);
-        assert_eq!(contend_level2(&mut e), vec![(a, level::NONE), (b, level::NONE)]);
+        let now = Instant::now();
+        let expect = vec![Break::Oplock { owner: a, level: level::NONE }, Break::Oplock { owner: b, level: level::NONE }];
+        assert_eq!(contend_level2(&mut e, a, now, T), expect);
         assert!(e.opens.iter().all(|o| o.oplock == level::NONE));
     }
 }

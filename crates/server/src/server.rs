@@ -71,6 +71,8 @@ impl Share {
 pub enum Notice {
     /// Send an oplock break notification for the open `volatile`.
     OplockBreak { volatile: u64, level: u8 },
+    /// Send a lease break notification (MS-SMB2 2.2.23.2).
+    LeaseBreak { key: [u8; 16], epoch: u16, from: u8, to: u8, ack: bool },
     /// Something a blocked request waits for changed: retry it.
     Wake,
     /// The client logged on again naming this session as its previous
@@ -170,10 +172,23 @@ impl Server {
         }
     }
 
-    /// Send oplock breaks to the connections of the opens that hold them.
-    pub fn send_breaks(&self, breaks: &[(crate::files::OpenOwner, u8)]) {
-        for &(owner, level) in breaks {
-            self.post(owner.connection, Notice::OplockBreak { volatile: owner.volatile, level });
+    /// How long a break waits for its acknowledgment.
+    pub fn break_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.config.limits.oplock_break_secs)
+    }
+
+    /// Send oplock and lease breaks to the connections that hold them.
+    pub fn send_breaks(&self, breaks: &[crate::oplock::Break]) {
+        use crate::oplock::Break;
+        for &b in breaks {
+            match b {
+                Break::Oplock { owner, level } => {
+                    self.post(owner.connection, Notice::OplockBreak { volatile: owner.volatile, level })
+                }
+                Break::Lease { connection, key, epoch, from, to, ack } => {
+                    self.post(connection, Notice::LeaseBreak { key, epoch, from, to, ack })
+                }
+            }
         }
     }
 

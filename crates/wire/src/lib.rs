@@ -17,6 +17,7 @@ pub mod create;
 pub mod close;
 pub mod flush;
 pub mod oplock_break;
+pub mod lease;
 pub mod read;
 pub mod write;
 pub mod lock;

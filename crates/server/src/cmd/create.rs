@@ -6,7 +6,9 @@ use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
 use crate::files::{OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
 use crate::durable;
+use crate::files::{Lease, LeaseId};
 use crate::oplock;
+use smbq_wire::lease::{self, LeaseContext};
 use smbq_wire::oplock_break;
 use crate::server::{Share, ShareKind};
 use smbq_vfs::{CreateAction, Disposition, FileStat, Kind, OpenOptions, PosixFs};
@@ -14,7 +16,7 @@ use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_d
 use smbq_wire::fscc::{attr, FileMeta};
 use smbq_wire::{FileId, NtStatus, Reader};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// FILE_GENERIC_READ / WRITE / EXECUTE (MS-SMB2 2.2.13.1.1 generic mapping).
 const FILE_GENERIC_READ: u32 = 0x0012_0089;
@@ -240,9 +242,10 @@ fn durable_contexts(r: &CreateRequest<'_>) -> Result<(Option<durable::Request>, 
 /// session and tree; the response describes the file as it is now.
 fn reconnect(ctx: &mut Ctx<'_>, rc: &durable::Reconnect, share: &Arc<Share>) -> HResult {
     let user = ctx.session()?.user.clone();
+    let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
     let server = Arc::clone(&ctx.conn.server);
     server.expire_parked(ctx.now, |_| false);
-    let mut open = server.reclaim(rc, &user, ctx.conn.id)?;
+    let mut open = server.reclaim(rc, &user, client, ctx.conn.id)?;
     if open.share.name != share.name {
         // Not this share's open: leave it parked for its owner.
         if let Some(open) = server.park(ctx.conn.id, open, ctx.now) {
@@ -290,6 +293,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         lock_sequences: [0; 65],
         position: 0,
         durable: None,
+        lease: None,
     };
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);
@@ -350,12 +354,19 @@ fn check_existing(st: &FileStat, entry: Option<&crate::files::FileEntry>, r: &Cr
 /// 3.3.5.9, MS-FSA 2.1.5.1.2): break the oplocks this open cannot live
 /// with; `Ok(Some(deadline))` when it must wait for their holders'
 /// acknowledgments, SHARING_VIOLATION when the share modes conflict.
-fn contend(ctx: &Ctx<'_>, entry: &mut crate::files::FileEntry, r: &CreateRequest<'_>, granted: u32) -> Result<Option<Instant>, NtStatus> {
+fn contend(
+    ctx: &Ctx<'_>,
+    entry: &mut crate::files::FileEntry,
+    r: &CreateRequest<'_>,
+    granted: u32,
+    lease: Option<&LeaseId>,
+) -> Result<Option<Instant>, NtStatus> {
     let server = &ctx.conn.server;
+    // Opens under the same lease do not conflict with each other's caching.
     let violation = share_conflict(&entry.opens, granted, r.share_access);
     let overwrite = matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF);
-    let timeout = Duration::from_secs(server.config.limits.oplock_break_secs);
-    let c = oplock::contend(entry, oplock::effective_access(granted, overwrite), violation, overwrite, ctx.now, timeout);
+    let access = oplock::effective_access(granted, overwrite);
+    let c = oplock::contend(entry, access, lease, violation, overwrite, ctx.now, server.break_timeout());
     server.send_breaks(&c.breaks);
     if let Some(deadline) = c.wait {
         entry.wait(ctx.conn.id);
@@ -365,6 +376,53 @@ fn contend(ctx: &Ctx<'_>, entry: &mut crate::files::FileEntry, r: &CreateRequest
         return Err(NtStatus::SHARING_VIOLATION);
     }
     Ok(None)
+}
+
+/// The lease a CREATE asks for (MS-SMB2 3.3.5.9.8, 3.3.5.9.11): with
+/// RequestedOplockLevel LEASE and a lease context, on a dialect that
+/// has leases.
+fn lease_request(ctx: &Ctx<'_>, r: &CreateRequest<'_>) -> Result<Option<LeaseContext>, NtStatus> {
+    if r.oplock_level != oplock_break::level::LEASE || ctx.dialect() == smbq_wire::Dialect::SMB202 {
+        return Ok(None);
+    }
+    r.context(ctx_name::LEASE).map(|c| LeaseContext::decode(c.data).map_err(|_| NtStatus::INVALID_PARAMETER)).transpose()
+}
+
+/// Grant the lease of a new open (or join the open to its existing
+/// lease, which may grow), returning its response context.
+fn grant_lease(entry: &mut crate::files::FileEntry, id: LeaseId, req: &LeaseContext, directory: bool, overwritten: bool) -> LeaseContext {
+    let want = (req.state & 0x7) as u8;
+    let granted = oplock::grant_lease(entry, &id, want, directory, overwritten);
+    let lease = match entry.lease_mut(&id) {
+        Some(l) => {
+            if l.breaking.is_none() && l.state | granted != l.state {
+                l.state |= granted;
+                if l.v2 {
+                    l.epoch = l.epoch.wrapping_add(1);
+                }
+            }
+            l.clone()
+        }
+        None => {
+            let l = Lease {
+                id,
+                state: granted,
+                breaking: None,
+                v2: req.v2.is_some(),
+                epoch: req.v2.map_or(0, |(_, e)| e.wrapping_add(1)),
+                parent: None,
+            };
+            entry.leases.push(l.clone());
+            l
+        }
+    };
+    LeaseContext {
+        key: id.1,
+        state: u32::from(lease.state),
+        flags: if lease.breaking.is_some() { lease::FLAG_BREAK_IN_PROGRESS } else { 0 },
+        // No directory leases here, so never a parent key (2.2.14.2.11).
+        v2: lease.v2.then_some(([0; 16], lease.epoch)),
+    }
 }
 
 /// A CREATE waiting for oplock break acknowledgments (MS-SMB2 3.3.4.2):
@@ -459,6 +517,9 @@ fn open_file(
     // From the checks to the registration of the new open the file table
     // stays locked: no other open can come between them, and nothing is
     // truncated before the share modes and oplocks allow it.
+    let lease_req = lease_request(ctx, r)?;
+    let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    let lease_id: Option<LeaseId> = lease_req.map(|l| (client, l.key));
     let server = Arc::clone(&ctx.conn.server);
     // Durable opens parked after a lost connection hold a batch oplock
     // nobody can acknowledge: an open that would break it closes them.
@@ -477,10 +538,18 @@ fn open_file(
         }
         check_existing(st, files.files.get(&st.file_id), r, granted)?;
         if let Some(entry) = files.files.get_mut(&st.file_id) {
-            if let Some(deadline) = contend(ctx, entry, r, granted)? {
+            if let Some(deadline) = contend(ctx, entry, r, granted, lease_id.as_ref())? {
                 ctx.go_async = Some(AsyncWork::Create(Deferred { msg: req_msg.to_vec(), deadline }));
                 return Ok(NtStatus::PENDING);
             }
+        }
+    }
+    //= MS-SMB2 3.3.5.9.8
+    //# a lease key names one file: a key in use on another file is
+    //# STATUS_INVALID_PARAMETER.
+    if let Some(&k) = lease_id.as_ref().and_then(|id| files.leases.get(id)) {
+        if existing.as_ref().map(|e| e.file_id) != Some(k) {
+            return Err(NtStatus::INVALID_PARAMETER);
         }
     }
     let kind = if r.options & options::DIRECTORY_FILE != 0 {
@@ -529,8 +598,22 @@ fn open_file(
     }
     let overwritten = action != CreateAction::Opened;
     let existed = existing.is_some();
-    let level = oplock::grant(entry, r.oplock_level, oplock::effective_access(granted, overwritten && existed), st.is_dir, existed, overwritten);
-    entry.opens.push(OpenRef { oplock: level, ..OpenRef::new(OpenOwner { connection: ctx.conn.id, volatile: fid.volatile }, granted, r.share_access) });
+    let owner = OpenOwner { connection: ctx.conn.id, volatile: fid.volatile };
+    let (level, lease_ctx) = match (lease_req, lease_id) {
+        // No directory leases here (Samba's default): no lease, no context.
+        (Some(req), Some(id)) if !st.is_dir => {
+            let l = grant_lease(entry, id, &req, st.is_dir, overwritten);
+            entry.opens.push(OpenRef { lease: Some(id), ..OpenRef::new(owner, granted, r.share_access) });
+            files.leases.insert(id, st.file_id);
+            (oplock_break::level::LEASE, Some(l))
+        }
+        _ => {
+            let access = oplock::effective_access(granted, overwritten && existed);
+            let level = oplock::grant(entry, r.oplock_level, access, st.is_dir, existed, overwritten);
+            entry.opens.push(OpenRef { oplock: level, ..OpenRef::new(owner, granted, r.share_access) });
+            (level, None)
+        }
+    };
     drop(files);
     let m = meta(&st);
     let mut contexts: Vec<(&[u8], Vec<u8>)> = Vec::new();
@@ -541,21 +624,29 @@ fn open_file(
         let volume = fs.stat_fs().map(|s| u64::from(s.serial)).unwrap_or(0);
         contexts.push((ctx_name::QUERY_ON_DISK_ID, on_disk_id_data(st.file_id, volume).to_vec()));
     }
+    let lease_data = lease_ctx.map(|l| l.encode());
+    if let Some(d) = &lease_data {
+        contexts.push((ctx_name::LEASE, d.clone()));
+    }
     //= MS-SMB2 3.3.5.9.6, 3.3.5.9.10
     //# a durable handle is granted with a batch oplock (or a lease
     //# with handle caching), never on a directory.
-    let durable = durable_request.filter(|_| level == oplock_break::level::BATCH && !st.is_dir);
+    let handle_lease = lease_ctx.is_some_and(|l| l.state & u32::from(oplock::HANDLE) != 0);
+    let durable = durable_request.filter(|_| (level == oplock_break::level::BATCH || handle_lease) && !st.is_dir);
     if let Some(d) = &durable {
         let data = if d.v2 { durable::response_v2(durable::timeout(d.timeout_ms)) } else { [0; 8] };
         contexts.push((if d.v2 { ctx_name::DURABLE_REQUEST_V2 } else { ctx_name::DURABLE_REQUEST }, data.to_vec()));
     }
     let path = h.path.clone();
     insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, st.file_id);
+    if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
+        o.lease = lease_id.map(|id| id.1);
+    }
     if let Some(d) = durable {
         let user = ctx.session()?.user.to_lowercase();
         let timeout = if d.v2 { durable::timeout(d.timeout_ms) } else { durable::DEFAULT_TIMEOUT };
         if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
-            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, user, timeout });
+            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout });
         }
     }
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();

@@ -442,6 +442,7 @@ pub(crate) mod harness {
                 lock_sequences: [0; 65],
                 position: 0,
                 durable: None,
+                lease: None,
             };
             self.conn.st.opens.insert(v, open);
             file_id

@@ -194,7 +194,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             match (lock_all(table, owner, &r.locks), blocking, r.locks.first()) {
-                (Ok(()), _, _) => server.send_breaks(&oplock::contend_level2(entry)),
+                (Ok(()), _, _) => server.send_breaks(&oplock::contend_level2(entry, owner, ctx.now, server.break_timeout())),
                 //= MS-SMB2 3.3.5.14.2
                 //# Without SMB2_LOCKFLAG_FAIL_IMMEDIATELY the server waits
                 //# for the conflicting lock to go away, answering

@@ -89,7 +89,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     let mut capabilities = 0;
     if dialect != Dialect::SMB202 {
-        capabilities |= caps::LARGE_MTU;
+        capabilities |= caps::LARGE_MTU | caps::LEASING;
     }
     if (dialect == Dialect::SMB300 || dialect == Dialect::SMB302) && r.capabilities & caps::ENCRYPTION != 0 {
         neg.cipher = Some(Cipher::Aes128Ccm);

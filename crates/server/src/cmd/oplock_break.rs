@@ -6,8 +6,12 @@ use crate::oplock;
 use smbq_wire::oplock_break::{decode_ack, encode};
 use smbq_wire::NtStatus;
 
-/// Handle an oplock break acknowledgment; opens waiting for it are woken.
+/// Handle an oplock or lease break acknowledgment; opens waiting for it
+/// are woken.
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    if req.body().get(..2) == Some(&smbq_wire::lease::ACK_SIZE.to_le_bytes()[..]) {
+        return lease_ack(ctx, req);
+    }
     let (level, fid) = decode_ack(req.msg).map_err(NtStatus::from)?;
     let conn_id = ctx.conn.id;
     let open = ctx.open(fid)?;
@@ -20,5 +24,24 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     drop(files);
     server.wake(&waiters);
     encode(ctx.out, result?, fid);
+    Ok(NtStatus::SUCCESS)
+}
+
+/// A lease break acknowledgment (MS-SMB2 3.3.5.22.2): the lease is the
+/// connection's client's, named by its key.
+fn lease_ack(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
+    let (key, state) = smbq_wire::lease::decode_ack(req.msg).map_err(NtStatus::from)?;
+    let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    let id = (client, key);
+    let server = std::sync::Arc::clone(&ctx.conn.server);
+    let mut files = server.lock_files();
+    let file = *files.leases.get(&id).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    let entry = files.files.get_mut(&file).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    let acked = u8::try_from(state).map_err(|_| NtStatus::REQUEST_NOT_ACCEPTED)?;
+    let result = oplock::acknowledge_lease(entry, &id, acked);
+    let waiters = std::mem::take(&mut entry.waiters);
+    drop(files);
+    server.wake(&waiters);
+    smbq_wire::lease::encode_ack(ctx.out, &key, u32::from(result?));
     Ok(NtStatus::SUCCESS)
 }

@@ -113,8 +113,10 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             // A size change breaks level II oplocks, as a write does.
-            if let Some(e) = ctx.conn.server.lock_files().files.get_mut(&open.file_key) {
-                ctx.conn.server.send_breaks(&crate::oplock::contend_level2(e));
+            let owner = open.owner(ctx.conn.id);
+            let server = &ctx.conn.server;
+            if let Some(e) = server.lock_files().files.get_mut(&open.file_key) {
+                server.send_breaks(&crate::oplock::contend_level2(e, owner, ctx.now, server.break_timeout()));
             }
             if r.class == class::END_OF_FILE {
                 h.set_len(len).map_err(NtStatus::from)

@@ -84,7 +84,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             if io_conflict(&e.locks, owner, offset, u64::from(len), true) {
                 return Err(NtStatus::FILE_LOCK_CONFLICT);
             }
-            ctx.conn.server.send_breaks(&oplock::contend_level2(e));
+            let server = &ctx.conn.server;
+            server.send_breaks(&oplock::contend_level2(e, owner, ctx.now, server.break_timeout()));
         }
     }
     h.write_vectored_at(&data, offset).map_err(NtStatus::from)?;
