@@ -48,6 +48,12 @@ pub fn is_stat_open(access: u32) -> bool {
     access & STAT != 0 && access & !STAT == 0
 }
 
+/// Access that leaves a lease alone: a stat open plus READ_CONTROL
+/// (Samba's is_lease_stat_open; smbtorture smb2.lease.statopen4).
+pub fn is_lease_stat_open(access: u32) -> bool {
+    is_stat_open(access & !0x0002_0000) || access == 0x0002_0000
+}
+
 /// The access an open uses on the file: what it was granted, and
 /// FILE_WRITE_DATA when it overwrites (the truncation writes).
 pub fn effective_access(granted: u32, overwrite: bool) -> u32 {
@@ -148,6 +154,9 @@ pub fn contend(
         if held & delay_mask != 0 {
             c.wait_until(deadline);
         }
+    }
+    if is_lease_stat_open(access) {
+        return c;
     }
     let holders: Vec<(LeaseId, Option<OpenOwner>)> = entry.leases.iter().map(|l| (l.id, entry.lease_holder(&l.id))).collect();
     for (id, holder) in holders {

@@ -395,8 +395,12 @@ fn grant_lease(entry: &mut crate::files::FileEntry, id: LeaseId, req: &LeaseCont
     let granted = oplock::grant_lease(entry, &id, want, directory, overwritten);
     let lease = match entry.lease_mut(&id) {
         Some(l) => {
-            if l.breaking.is_none() && l.state | granted != l.state {
-                l.state |= granted;
+            // Upgrade only to a strict superset of what the lease holds,
+            // granted in full, and not while it breaks (Samba's
+            // try_lease_upgrade; smbtorture smb2.lease.upgrade*).
+            let upgrade = l.state & want == l.state && granted != l.state && granted == want && l.breaking.is_none();
+            if upgrade {
+                l.state = granted;
                 if l.v2 {
                     l.epoch = l.epoch.wrapping_add(1);
                 }
