@@ -16,6 +16,7 @@ pub mod credits;
 pub mod dispatch;
 pub mod durable;
 pub mod files;
+pub mod notify;
 pub mod open;
 pub mod oplock;
 pub mod rpc;

@@ -166,7 +166,9 @@ pub fn contend(
         let Some(l) = entry.lease_mut(&id) else { continue };
         if let Some(b) = l.breaking {
             if now >= b.deadline {
-                l.state = b.to;
+                // Unacknowledged in time: the lease keeps nothing
+                // (smbtorture smb2.lease.timeout).
+                l.state = 0;
                 l.breaking = None;
             } else {
                 if l.state & delay_mask != 0 {

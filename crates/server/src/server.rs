@@ -80,6 +80,19 @@ pub enum Notice {
     EndSession { session: u64 },
 }
 
+/// What the server-wide session table knows of a session: where it lives,
+/// whose it is, and what its connection negotiated (a bind on another
+/// connection is checked against it, MS-SMB2 3.3.5.5).
+#[derive(Clone, Debug)]
+pub struct LiveSession {
+    pub connection: u64,
+    /// Lower-case user name.
+    pub user: String,
+    pub dialect: smbq_wire::Dialect,
+    pub signing: smbq_crypto::SigningAlgorithm,
+    pub cipher: Option<smbq_crypto::Cipher>,
+}
+
 /// How a transport learns that its connection has notices.
 pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
@@ -106,9 +119,8 @@ pub struct Server {
     /// all connections together may hold (the transports take from it).
     pub memory: Arc<Semaphore>,
     mailboxes: Mutex<HashMap<u64, Mailbox>>,
-    /// Authenticated sessions (MS-SMB2 3.3.1.5 GlobalSessionTable): the
-    /// connection each lives on and its user.
-    live_sessions: Mutex<HashMap<u64, (u64, String)>>,
+    /// Authenticated sessions (MS-SMB2 3.3.1.5 GlobalSessionTable).
+    live_sessions: Mutex<HashMap<u64, LiveSession>>,
     /// Durable opens whose connection is gone.
     pub(crate) durable: Mutex<crate::durable::Table>,
 }
@@ -199,8 +211,12 @@ impl Server {
         }
     }
 
-    pub(crate) fn register_session(&self, session: u64, connection: u64, user: &str) {
-        self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(session, (connection, user.to_lowercase()));
+    pub(crate) fn register_session(&self, session: u64, s: LiveSession) {
+        self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(session, s);
+    }
+
+    pub(crate) fn live_session(&self, session: u64) -> Option<LiveSession> {
+        self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&session).cloned()
     }
 
     pub(crate) fn unregister_session(&self, session: u64) {
@@ -210,10 +226,9 @@ impl Server {
     /// End `previous` if `user` owns it (a reconnecting client names its
     /// old session; MS-SMB2 3.3.5.5.3).
     pub(crate) fn end_previous_session(&self, previous: u64, user: &str) {
-        let owner = self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&previous).cloned();
-        if let Some((connection, u)) = owner {
-            if u == user.to_lowercase() {
-                self.post(connection, Notice::EndSession { session: previous });
+        if let Some(s) = self.live_session(previous) {
+            if s.user == user.to_lowercase() {
+                self.post(s.connection, Notice::EndSession { session: previous });
             }
         }
     }

@@ -17,7 +17,10 @@ pub struct Session {
     pub id: u64,
     pub state: SessionState,
     pub preauth: PreauthHash,
+    /// The user now (empty while re-authenticated as anonymous).
     pub user: String,
+    /// The user of the first logon: a re-authentication may not change it.
+    pub logon_user: String,
     pub domain: String,
     pub signer: Option<Signer>,
     /// Encrypts responses (ServerToClient key).
@@ -39,6 +42,7 @@ impl Session {
             state: SessionState::InProgress(Box::new(auth)),
             preauth,
             user: String::new(),
+            logon_user: String::new(),
             domain: String::new(),
             signer: None,
             encryptor: None,

@@ -524,6 +524,11 @@ fn open_file(
     let lease_req = lease_request(ctx, r)?;
     let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
     let lease_id: Option<LeaseId> = lease_req.map(|l| (client, l.key));
+    if let Some(d) = durable_request.filter(|d| d.v2) {
+        if let Some(r) = replay(ctx, &d.create_guid, client, lease_id.map(|id| id.1)) {
+            return r;
+        }
+    }
     let server = Arc::clone(&ctx.conn.server);
     // Durable opens parked after a lost connection hold a batch oplock
     // nobody can acknowledge: an open that would break it closes them.
@@ -650,13 +655,39 @@ fn open_file(
         let user = ctx.session()?.user.to_lowercase();
         let timeout = if d.v2 { durable::timeout(d.timeout_ms) } else { durable::DEFAULT_TIMEOUT };
         if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
-            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout });
+            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout, response: Vec::new() });
         }
     }
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     let header_start = ctx.header_start;
     CreateResponse { oplock_level: level, ..response(&m, action, fid) }.encode(ctx.out, header_start, &list);
+    // A replay of this CREATE gets this same answer (MS-SMB2 3.3.5.9.10).
+    let body = ctx.out.get(header_start + smbq_wire::header::HEADER_LEN..).map(<[u8]>::to_vec);
+    if let Some(d) = ctx.conn.opens.get_mut(&fid.volatile).and_then(|o| o.durable.as_mut()) {
+        d.response = body.unwrap_or_default();
+    }
     Ok(NtStatus::SUCCESS)
+}
+
+/// A replayed durable v2 CREATE (SMB2_FLAGS_REPLAY_OPERATION, MS-SMB2
+/// 3.3.5.9.10): the client did not see the answer to a CREATE that
+/// succeeded, and sends it again with the same CreateGuid. It gets the
+/// open it created and the answer it missed; a replay that asks for
+/// another lease (or none where there was one) is ACCESS_DENIED.
+fn replay(ctx: &mut Ctx<'_>, create_guid: &[u8; 16], client: [u8; 16], lease: Option<[u8; 16]>) -> Option<HResult> {
+    if ctx.hdr.flags & smbq_wire::header::flags::REPLAY_OPERATION == 0 {
+        return None;
+    }
+    let o = ctx.conn.opens.values().find(|o| {
+        o.durable.as_ref().is_some_and(|d| d.v2 && &d.create_guid == create_guid && d.client_guid == client)
+    })?;
+    if o.lease != lease {
+        return Some(Err(NtStatus::ACCESS_DENIED));
+    }
+    let (fid, body) = (o.file_id, o.durable.as_ref().map(|d| d.response.clone()).unwrap_or_default());
+    ctx.out.extend_from_slice(&body);
+    ctx.related_file_id = Some(fid);
+    Some(Ok(NtStatus::SUCCESS))
 }
 
 #[cfg(test)]

@@ -20,6 +20,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     //# fail the request with STATUS_ACCESS_DENIED (smbq: the share's
     //# `users` list); a read-only user gets the share's read-only view.
     let user = ctx.session()?.user.clone();
+    // A session re-authenticated as anonymous connects to nothing new
+    // (anonymous logons are refused, and so is their access).
+    if user.is_empty() {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     let share = share.for_user(&user).ok_or(NtStatus::ACCESS_DENIED)?;
     let neg = ctx.conn.neg.as_ref().ok_or(NtStatus::INVALID_PARAMETER)?;
     let (can_encrypt, transport_security) = (neg.cipher.is_some(), neg.transport_security);
