@@ -368,7 +368,12 @@ fn contend(
     let access = oplock::effective_access(granted, overwrite);
     let c = oplock::contend(entry, access, lease, violation, overwrite, ctx.now, server.break_timeout());
     server.send_breaks(&c.breaks);
-    if let Some(deadline) = c.wait {
+    // Only the last element of a compound may go async (MS-SMB2
+    // 3.3.4.2); one in the middle does not wait for the break it caused
+    // unless it could not proceed anyway, as Samba and Windows answer
+    // (smbtorture smb2.compound.compound-break).
+    let waits = c.wait.filter(|_| ctx.hdr.next_command == 0 || violation);
+    if let Some(deadline) = waits {
         entry.wait(ctx.conn.id);
         return Ok(Some(deadline));
     }
