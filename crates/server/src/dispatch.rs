@@ -70,6 +70,8 @@ pub struct Ctx<'a> {
     pub header_start: usize,
     pub now: Instant,
     pub go_async: Option<AsyncWork>,
+    /// When a deferred request (being run again) was first deferred.
+    pub deferred_since: Option<Instant>,
     /// Set by a handler whose request the spec says must end the connection
     /// (e.g. a VALIDATE_NEGOTIATE_INFO mismatch, MS-SMB2 3.3.5.15.12).
     pub disconnect: bool,
@@ -349,6 +351,7 @@ fn element(
         header_start,
         now,
         go_async: None,
+        deferred_since: None,
         disconnect: false,
     };
     //= MS-SMB2 3.3.5.2.7.2
@@ -594,6 +597,7 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
             header_start: 0,
             now,
             go_async: None,
+        deferred_since: None,
             disconnect: false,
         };
         ctx.out.resize(HEADER_LEN, 0);

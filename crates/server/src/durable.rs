@@ -144,10 +144,11 @@ impl Server {
     }
 
     /// Take a parked open back for a reconnect by `user` of client
-    /// `client_guid` on connection `connection` (MS-SMB2 3.3.5.9.7 and
-    /// 3.3.5.9.12): OBJECT_NAME_NOT_FOUND when there is none to take,
-    /// ACCESS_DENIED when it is another user's.
-    pub(crate) fn reclaim(&self, rc: &Reconnect, user: &str, client_guid: [u8; 16], connection: u64) -> Result<Open, NtStatus> {
+    /// `client_guid` on connection `connection`, naming lease `lease_key`
+    /// if any (MS-SMB2 3.3.5.9.7 and 3.3.5.9.12): OBJECT_NAME_NOT_FOUND
+    /// when there is none to take (or its lease is another), ACCESS_DENIED
+    /// when it is another user's.
+    pub(crate) fn reclaim(&self, rc: &Reconnect, user: &str, client_guid: [u8; 16], lease_key: Option<[u8; 16]>, connection: u64) -> Result<Open, NtStatus> {
         let mut t = self.lock_durable();
         let p = t.parked.get(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
         let d = p.open.durable.as_ref().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
@@ -155,7 +156,8 @@ impl Server {
         // may take a v2 open back (smb2.durable-v2-open.reopen2b). The
         // client GUID must match only for leases: an oplock's open may come
         // back from a client that restarted (smb2.durable-v2-open.reopen1a).
-        if (rc.v2 && (!d.v2 || d.create_guid != rc.create_guid)) || (p.open.lease.is_some() && d.client_guid != client_guid) {
+        let lease_differs = p.open.lease != lease_key || (p.open.lease.is_some() && d.client_guid != client_guid);
+        if (rc.v2 && (!d.v2 || d.create_guid != rc.create_guid)) || lease_differs {
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
         }
         if d.user != user.to_lowercase() {
@@ -168,6 +170,15 @@ impl Server {
             e.reown(OpenOwner { connection: DISCONNECTED, volatile }, OpenOwner { connection, volatile });
         }
         Ok(p.open)
+    }
+
+    /// Whether open `persistent` is still held by a connection other than
+    /// `connection` (one whose loss the server may not have noticed yet).
+    pub(crate) fn open_elsewhere(&self, persistent: u64, connection: u64) -> bool {
+        let files = self.lock_files();
+        files.files.values().flat_map(|e| &e.opens).any(|o| {
+            o.owner.volatile == persistent && o.owner.connection != connection && o.owner.connection != DISCONNECTED
+        })
     }
 
     /// Close the parked opens whose time is up, and those of file `key`

@@ -16,7 +16,7 @@ use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_d
 use smbq_wire::fscc::{attr, FileMeta};
 use smbq_wire::{FileId, NtStatus, Reader};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// FILE_GENERIC_READ / WRITE / EXECUTE (MS-SMB2 2.2.13.1.1 generic mapping).
 const FILE_GENERIC_READ: u32 = 0x0012_0089;
@@ -195,7 +195,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     //# There is no processing done for "Path Name Validation" or "Open
     //# Execution" [for a durable reconnect].
     if let (_, Some(rc)) = durable {
-        return reconnect(ctx, &rc, &share);
+        return reconnect(ctx, req.msg, &r, &rc, &share);
     }
     validate(&r)?;
     let granted = map_access(r.desired_access, maximal);
@@ -240,18 +240,47 @@ fn durable_contexts(r: &CreateRequest<'_>) -> Result<(Option<durable::Request>, 
 /// Reclaim a durable open after a lost connection (MS-SMB2 3.3.5.9.7,
 /// 3.3.5.9.12): the open, its oplock, share mode and locks move to this
 /// session and tree; the response describes the file as it is now.
-fn reconnect(ctx: &mut Ctx<'_>, rc: &durable::Reconnect, share: &Arc<Share>) -> HResult {
+/// How long a reconnect waits for the lost connection of its open to be
+/// noticed (the client often reconnects before its old TCP connection's
+/// end reaches the server), polling this often.
+const RECONNECT_GRACE: Duration = Duration::from_secs(2);
+const RECONNECT_POLL: Duration = Duration::from_millis(50);
+
+fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable::Reconnect, share: &Arc<Share>) -> HResult {
     let user = ctx.session()?.user.clone();
     let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    // A reconnect names its lease by the context alone (clients send it
+    // with RequestedOplockLevel 0, as smbtorture does).
+    let lease_key = r.context(ctx_name::LEASE).map(|c| LeaseContext::decode(c.data)).transpose().map_err(NtStatus::from)?.map(|l| l.key);
     let server = Arc::clone(&ctx.conn.server);
     server.expire_parked(ctx.now, |_| false);
-    let mut open = server.reclaim(rc, &user, client, ctx.conn.id)?;
-    if open.share.name != share.name {
-        // Not this share's open: leave it parked for its owner.
+    let mut open = match server.reclaim(rc, &user, client, lease_key, ctx.conn.id) {
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND)
+            if server.open_elsewhere(rc.persistent, ctx.conn.id)
+                && ctx.now < ctx.deferred_since.unwrap_or(ctx.now) + RECONNECT_GRACE =>
+        {
+            return defer(ctx, msg, ctx.now + RECONNECT_POLL);
+        }
+        r => r?,
+    };
+    //= MS-SMB2 3.3.5.9.7, 3.3.5.9.12
+    //# [a leased open reconnects under its own name:] if Open.Lease is
+    //# not NULL [...] and Open.Lease.FileName does not match the file
+    //# name [of the request], the server MUST fail the request with
+    //# STATUS_INVALID_PARAMETER.
+    let refusal = if open.share.name != share.name {
+        Some(NtStatus::OBJECT_NAME_NOT_FOUND)
+    } else if open.lease.is_some() && !r.name.eq_ignore_ascii_case(&open.path) {
+        Some(NtStatus::INVALID_PARAMETER)
+    } else {
+        None
+    };
+    if let Some(status) = refusal {
+        // Not this request's open: leave it parked for its owner.
         if let Some(open) = server.park(ctx.conn.id, open, ctx.now) {
             crate::cmd::close::release(&server, ctx.conn.id, open);
         }
-        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+        return Err(status);
     }
     let st = match open.handle().map(|h| h.stat()) {
         Some(Ok(st)) => st,
@@ -261,16 +290,37 @@ fn reconnect(ctx: &mut Ctx<'_>, rc: &durable::Reconnect, share: &Arc<Share>) -> 
         }
     };
     let owner = OpenOwner { connection: ctx.conn.id, volatile: open.file_id.volatile };
-    let level = server.lock_files().files.get_mut(&open.file_key).and_then(|e| e.open_mut(owner).map(|o| o.oplock)).unwrap_or(0);
+    // The open's oplock, or its lease as it stands now.
+    let (level, lease_ctx) = {
+        let mut files = server.lock_files();
+        let entry = files.files.get_mut(&open.file_key);
+        match (entry, open.lease) {
+            (Some(e), Some(key)) => {
+                let l = e.lease_mut(&(client, key)).cloned();
+                let ctx = l.map(|l| LeaseContext {
+                    key,
+                    state: u32::from(l.state),
+                    flags: if l.breaking.is_some() { lease::FLAG_BREAK_IN_PROGRESS } else { 0 },
+                    v2: l.v2.then_some(([0; 16], l.epoch)),
+                });
+                (oplock_break::level::LEASE, ctx)
+            }
+            (Some(e), None) => (e.open_mut(owner).map_or(0, |o| o.oplock), None),
+            (None, _) => (0, None),
+        }
+    };
     open.session_id = ctx.session_id;
     open.tree_id = ctx.tree_id;
     let fid = open.file_id;
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);
     // Windows and Samba answer a reconnect with no durable context
-    // (smbtorture smb2.durable-v2-open.reopen1a checks it).
+    // (smbtorture smb2.durable-v2-open.reopen1a checks it), but with the
+    // lease of a leased open.
     let header_start = ctx.header_start;
-    CreateResponse { oplock_level: level, ..response(&meta(&st), CreateAction::Opened, fid) }.encode(ctx.out, header_start, &[]);
+    let data = lease_ctx.map(|l| l.encode());
+    let list: Vec<(&[u8], &[u8])> = data.iter().map(|d| (ctx_name::LEASE, d.as_slice())).collect();
+    CreateResponse { oplock_level: level, ..response(&meta(&st), CreateAction::Opened, fid) }.encode(ctx.out, header_start, &list);
     Ok(NtStatus::SUCCESS)
 }
 
@@ -439,11 +489,20 @@ fn grant_lease(entry: &mut crate::files::FileEntry, id: LeaseId, req: &LeaseCont
 pub struct Deferred {
     msg: Vec<u8>,
     pub deadline: Instant,
+    since: Instant,
+}
+
+/// Defer this CREATE until woken or `deadline`.
+fn defer(ctx: &mut Ctx<'_>, msg: &[u8], deadline: Instant) -> HResult {
+    let since = ctx.deferred_since.unwrap_or(ctx.now);
+    ctx.go_async = Some(AsyncWork::Create(Deferred { msg: msg.to_vec(), deadline, since }));
+    Ok(NtStatus::PENDING)
 }
 
 /// Run a deferred CREATE again; `None` while it still waits.
 pub fn retry(ctx: &mut Ctx<'_>, d: &mut Deferred) -> Option<HResult> {
     let msg = std::mem::take(&mut d.msg);
+    ctx.deferred_since = Some(d.since);
     let hdr = ctx.hdr.clone();
     let result = handle(ctx, &Req { hdr: &hdr, msg: &msg, tail: &[] });
     match ctx.go_async.take() {
@@ -553,8 +612,7 @@ fn open_file(
         check_existing(st, files.files.get(&st.file_id), r, granted)?;
         if let Some(entry) = files.files.get_mut(&st.file_id) {
             if let Some(deadline) = contend(ctx, entry, r, granted, lease_id.as_ref())? {
-                ctx.go_async = Some(AsyncWork::Create(Deferred { msg: req_msg.to_vec(), deadline }));
-                return Ok(NtStatus::PENDING);
+                return defer(ctx, req_msg, deadline);
             }
         }
     }
