@@ -471,6 +471,7 @@ pub(crate) mod harness {
                 header_start: 0,
                 now: Instant::now(),
                 go_async: None,
+                deferred_since: None,
                 disconnect: false,
             };
             let r = handler(&mut ctx, &Req { hdr: &hdr, msg: &msg, tail: &[] });
@@ -493,6 +494,7 @@ pub(crate) mod harness {
                 header_start: 0,
                 now: Instant::now(),
                 go_async: None,
+                deferred_since: None,
                 disconnect: false,
             };
             let t = f(&mut ctx);
