@@ -316,6 +316,9 @@ impl Connection {
                 Notice::Wake => wake = true,
                 Notice::EndSession { session } => {
                     self.st.disconnect_opens(now, |o| o.session_id == session);
+                    // Watches on its closed handles end with NOTIFY_CLEANUP
+                    // while the session's keys still sign the answers.
+                    dispatch::retry_pending(self, now);
                     self.st.forget_session(session);
                     wake = true;
                 }

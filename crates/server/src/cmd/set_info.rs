@@ -100,6 +100,12 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
                     h.set_readonly(ro).map_err(NtStatus::from)?;
                 }
             }
+            // Attributes smbq does not store (HIDDEN, SYSTEM) change
+            // nothing inotify sees: watchers are told here.
+            if b.attributes != 0 {
+                let (share, path) = (open.share.name.clone(), open.path.clone());
+                crate::notify::changed(&ctx.conn.server, &share, &path, crate::notify::action::MODIFIED, crate::notify::filter::ATTRIBUTES);
+            }
             Ok(())
         }
         class::END_OF_FILE | class::ALLOCATION => {
