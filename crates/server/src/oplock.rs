@@ -206,6 +206,23 @@ fn break_lease(l: &mut crate::files::Lease, holder: Option<OpenOwner>, to: u8, d
     Some(Break::Lease { connection: h.connection, key: l.id.1, epoch: l.epoch, from, to, ack })
 }
 
+/// A rename of the file by an open under lease `own` (or none) takes the
+/// handle caching of every other lease on it (MS-FSA 2.1.5.14.11), with
+/// the acknowledgment such a break needs; nothing waits for it.
+pub fn break_handle_leases(entry: &mut FileEntry, own: Option<&LeaseId>, now: Instant, timeout: Duration) -> Vec<Break> {
+    let holders: Vec<(LeaseId, Option<OpenOwner>)> = entry.leases.iter().map(|l| (l.id, entry.lease_holder(&l.id))).collect();
+    let mut breaks = Vec::new();
+    for (id, holder) in holders {
+        if Some(&id) == own {
+            continue;
+        }
+        let Some(l) = entry.lease_mut(&id).filter(|l| l.state & HANDLE != 0 && l.breaking.is_none()) else { continue };
+        let to = l.state & !HANDLE;
+        breaks.extend(break_lease(l, holder, to, now + timeout));
+    }
+    breaks
+}
+
 /// The level a new open gets (the grant half of Samba's delay_for_oplock),
 /// given the other opens of the file (the new one not among them). A
 /// stat open of an existing file gets none.
@@ -446,6 +463,53 @@ mod tests {
         assert_eq!(contend(&mut e, effective_access(stat, false), None, false, false, now, T), Contention::default());
         let c = contend(&mut e, effective_access(stat, true), None, false, true, now, T);
         assert_eq!(brk_level(&c.breaks[0]), level::NONE);
+    }
+
+    fn leased(volatile: u64, key: u8, state: u8) -> (OpenRef, crate::files::Lease) {
+        let id = ([1; 16], [key; 16]);
+        let open = OpenRef { lease: Some(id), ..OpenRef::new(OpenOwner { connection: volatile, volatile }, RW, ALL_SHARE) };
+        let lease = crate::files::Lease { id, state, breaking: None, v2: true, epoch: 1, parent: None };
+        (open, lease)
+    }
+
+    #[test]
+    fn leases_break_with_acknowledgment_only_when_they_lose_write_or_handle() {
+        let now = Instant::now();
+        let (o1, l1) = leased(1, 1, READ | WRITE | HANDLE);
+        let mut e = FileEntry { opens: vec![o1], leases: vec![l1], ..FileEntry::default() };
+        // A plain open takes Write away: acknowledged, waited for.
+        let c = contend(&mut e, RW, None, false, false, now, T);
+        let expect = Break::Lease { connection: 1, key: [1; 16], epoch: 2, from: READ | WRITE | HANDLE, to: READ | HANDLE, ack: true };
+        assert_eq!(c, Contention { breaks: vec![expect], wait: Some(now + T) });
+        // Its own lease key does not contend with itself.
+        let own = ([1; 16], [1; 16]);
+        let (o2, _) = leased(2, 1, 0);
+        let mut same = FileEntry { opens: vec![o2], leases: vec![leased(1, 1, READ | WRITE | HANDLE).1], ..FileEntry::default() };
+        assert_eq!(contend(&mut same, RW, Some(&own), false, false, now, T), Contention::default());
+        // Acknowledged below what the break left: refused; at it: taken.
+        assert_eq!(acknowledge_lease(&mut e, &own, READ | WRITE), Err(smbq_wire::NtStatus::REQUEST_NOT_ACCEPTED));
+        assert_eq!(acknowledge_lease(&mut e, &own, READ | HANDLE), Ok(READ | HANDLE));
+        assert_eq!(acknowledge_lease(&mut e, &own, READ), Err(smbq_wire::NtStatus::UNSUCCESSFUL));
+        // A rename by another open takes Handle away.
+        let b = break_handle_leases(&mut e, None, now, T);
+        assert_eq!(b.len(), 1);
+        assert!(matches!(b[0], Break::Lease { to: READ, ack: true, .. }));
+    }
+
+    #[test]
+    fn lease_grants_follow_samba() {
+        let own = ([1; 16], [1; 16]);
+        let e = FileEntry::default();
+        assert_eq!(grant_lease(&e, &own, READ | WRITE | HANDLE, false, false), READ | WRITE | HANDLE);
+        assert_eq!(grant_lease(&e, &own, WRITE, false, false), 0, "write alone is not granted");
+        assert_eq!(grant_lease(&e, &own, WRITE | HANDLE, false, false), 0);
+        assert_eq!(grant_lease(&e, &own, READ | HANDLE, true, false), 0, "no directory leases");
+        // Another open: no write caching; an oplock holder: no handle caching.
+        let mut other = FileEntry { opens: vec![holder(9, level::II)], ..FileEntry::default() };
+        assert_eq!(grant_lease(&other, &own, READ | WRITE | HANDLE, false, false), READ);
+        other.opens[0].oplock = level::NONE;
+        assert_eq!(grant_lease(&other, &own, READ | WRITE | HANDLE, false, false), READ | HANDLE);
+        assert!(is_lease_stat_open(0x0002_0000) && is_lease_stat_open(0x0012_0080) && !is_lease_stat_open(0x0002_0001));
     }
 
     #[test]

@@ -239,9 +239,19 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
             }
         }
     }
+    let own_lease = open.lease.map(|k| (conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default(), k));
     fs.rename(&from, target, ri.replace_if_exists).map_err(NtStatus::from)?;
-    // Every connection's opens of the moved file now name it by `target`.
-    conn.server.lock_files().entry(key).path = target.to_string();
+    {
+        // Every connection's opens of the moved file now name it by
+        // `target`; other leases lose their handle caching (their
+        // handles' name changed under them; smbtorture smb2.lease.v2_rename).
+        let server = &conn.server;
+        let mut files = server.lock_files();
+        let entry = files.entry(key);
+        entry.path = target.to_string();
+        let breaks = crate::oplock::break_handle_leases(entry, own_lease.as_ref(), ctx.now, server.break_timeout());
+        server.send_breaks(&breaks);
+    }
     // Keep the paths of this connection's opens of the moved object current.
     for o in conn.opens.values_mut().filter(|o| Arc::ptr_eq(&o.share, &share)) {
         let new = if o.file_key == key && o.path == from {
