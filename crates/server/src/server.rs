@@ -91,6 +91,10 @@ pub struct LiveSession {
     pub dialect: smbq_wire::Dialect,
     pub signing: smbq_crypto::SigningAlgorithm,
     pub cipher: Option<smbq_crypto::Cipher>,
+    /// Set when a reconnect replaces the session: from then on its
+    /// requests get USER_SESSION_DELETED, before its connection has
+    /// closed its opens (the session's own copy of the flag).
+    pub ended: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How a transport learns that its connection has notices.
@@ -228,6 +232,7 @@ impl Server {
     pub(crate) fn end_previous_session(&self, previous: u64, user: &str) {
         if let Some(s) = self.live_session(previous) {
             if s.user == user.to_lowercase() {
+                s.ended.store(true, Ordering::Release);
                 self.post(s.connection, Notice::EndSession { session: previous });
             }
         }

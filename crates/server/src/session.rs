@@ -31,6 +31,8 @@ pub struct Session {
     /// Session-wide EncryptData (MS-SMB2 3.3.1.8).
     pub encrypt_data: bool,
     pub trees: HashMap<u32, Tree>,
+    /// Set (from any connection) when a reconnect replaced this session.
+    pub ended: std::sync::Arc<std::sync::atomic::AtomicBool>,
     next_tree_id: u32,
     nonce: u64,
 }
@@ -50,13 +52,14 @@ impl Session {
             signing_required: false,
             encrypt_data: false,
             trees: HashMap::new(),
+            ended: Default::default(),
             next_tree_id: 1,
             nonce: 0,
         }
     }
 
     pub fn is_valid(&self) -> bool {
-        matches!(self.state, SessionState::Valid)
+        matches!(self.state, SessionState::Valid) && !self.ended.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn tree_id(&mut self) -> u32 {

@@ -732,6 +732,13 @@ fn open_file(
     Ok(NtStatus::SUCCESS)
 }
 
+/// Where, in a CREATE response message, its lease context's LeaseState is.
+fn lease_state_offset(msg: &[u8]) -> Option<usize> {
+    let (_, contexts) = CreateResponse::decode(msg).ok()?;
+    let c = contexts.iter().find(|c| c.name == ctx_name::LEASE)?;
+    Some(c.data.as_ptr() as usize - msg.as_ptr() as usize + 16)
+}
+
 /// A replayed durable v2 CREATE (SMB2_FLAGS_REPLAY_OPERATION, MS-SMB2
 /// 3.3.5.9.10): the client did not see the answer to a CREATE that
 /// succeeded, and sends it again with the same CreateGuid. It gets the
@@ -747,8 +754,20 @@ fn replay(ctx: &mut Ctx<'_>, create_guid: &[u8; 16], client: [u8; 16], lease: Op
     if o.lease != lease {
         return Some(Err(NtStatus::ACCESS_DENIED));
     }
-    let (fid, body) = (o.file_id, o.durable.as_ref().map(|d| d.response.clone()).unwrap_or_default());
+    let (fid, key, body) = (o.file_id, o.file_key, o.durable.as_ref().map(|d| d.response.clone()).unwrap_or_default());
+    let start = ctx.out.len();
     ctx.out.extend_from_slice(&body);
+    // ... with the lease as it stands now (an open under the same lease
+    // may have upgraded it since; smbtorture smb2.replay.replay-dhv2-lease1).
+    if let Some(k) = lease {
+        let state = ctx.conn.server.lock_files().files.get_mut(&key).and_then(|e| e.lease_mut(&(client, k)).map(|l| l.state));
+        let at = lease_state_offset(&ctx.out[ctx.header_start..]).map(|o| ctx.header_start + o);
+        if let (Some(state), Some(at)) = (state, at.filter(|&a| a >= start)) {
+            if let Some(dst) = ctx.out.get_mut(at..at + 4) {
+                dst.copy_from_slice(&u32::from(state).to_le_bytes());
+            }
+        }
+    }
     ctx.related_file_id = Some(fid);
     Some(Ok(NtStatus::SUCCESS))
 }

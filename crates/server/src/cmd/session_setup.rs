@@ -12,6 +12,7 @@ use smbq_wire::negotiate::security_mode;
 use smbq_wire::session_setup::{encode_response, session_flags, SessionSetupRequest, FLAG_BINDING};
 use smbq_wire::{Dialect, NtStatus};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
@@ -132,6 +133,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         dialect: neg.dialect,
         signing: algo,
         cipher: neg.cipher,
+        ended: Arc::clone(&session.ended),
     };
     server.register_session(sid, live);
     //= MS-SMB2 3.3.5.5.3
