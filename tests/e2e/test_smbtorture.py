@@ -7,6 +7,7 @@ to tests/out/smbtorture-<target>.json and a table at the end of the run.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 
@@ -53,3 +54,26 @@ def test_suite(server, suite):
         pytest.fail(f"{len(unexpected)} unexpected smbtorture failures against {server.kind}:\n" + "\n".join(lines),
                     pytrace=False)
     assert result.subtests, f"smbtorture {suite} reported no subtest at all"
+
+
+def parity_param(suite: str):
+    gap = torture.PARITY_GAPS.get(suite)
+    marks = [pytest.mark.xfail(reason=gap, strict=False)] if gap else []
+    return pytest.param(suite, marks=marks, id=suite)
+
+
+@pytest.mark.parametrize("suite", [parity_param(s) for s in torture.PARITY_SUITES if s in SUITES])
+def test_parity_with_smbd(suite):
+    """smbq passes at least 90% as many subtests of `suite` as Samba's smbd
+    did in this run (both targets ran it above: pytest runs the tests of a
+    module in order)."""
+    results = torture.RESULTS
+    if "smbq" not in results or "smbd" not in results:
+        pytest.skip("needs this run's results for both smbq and smbd (SMBQ_E2E_TARGETS=smbq,smbd)")
+    q, d = results["smbq"].get(suite), results["smbd"].get(suite)
+    if q is None or d is None:
+        pytest.skip(f"{suite} did not run against both servers")
+    passed_q, passed_d = q.counts()["passed"], d.counts()["passed"]
+    need = math.ceil(torture.PARITY * passed_d)
+    print(f"\n{suite}: smbq {passed_q} passed, smbd {passed_d}, needed {need}")
+    assert passed_q >= need, f"{suite}: smbq passes {passed_q} subtests, smbd {passed_d}: at least {need} needed"

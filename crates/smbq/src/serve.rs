@@ -146,9 +146,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None
     };
 
+    // Busy connections work on blocking threads (smbq-transport); an
+    // idle pool thread goes after 2 s, so the threads follow the load.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(server.config.limits.max_connections + 16)
+        .thread_keep_alive(std::time::Duration::from_secs(2))
         .build()?;
     rt.block_on(async move {
         let (stop_tx, stop_rx) = watch::channel(false);

@@ -5,9 +5,9 @@
 //! Per connection three tasks run in parallel: a reader that cuts the
 //! byte stream into Direct TCP frames (MS-SMB2 2.1; SMB over QUIC uses the
 //! same framing on its stream), the engine that runs the connection state
-//! machine (its file I/O and crypto are blocking work, done under
-//! `block_in_place`: no thread is held by an idle connection), and a
-//! writer. The runtime must be multi-threaded.
+//! machine (its file I/O and crypto are blocking work, done on a blocking
+//! thread while the connection is busy: an idle connection holds no
+//! thread), and a writer.
 //!
 //! Over TCP the reader copies the bytes out of the socket into the frame.
 //! Over QUIC quinn has already copied each packet once; a large frame's
@@ -293,80 +293,121 @@ pub(crate) async fn serve_framed(
     }
 }
 
-/// Run one connection's engine given its framed input and output channels.
-/// Returns when the peer goes away, the engine closes it, or it times out.
-///
-/// The engine is a task, not a thread: an idle connection holds no
-/// thread. The state machine's work (file I/O, crypto) may block, so it
-/// runs under `block_in_place`, which hands this worker's other tasks to
-/// another thread meanwhile: the threads in use follow the requests being
-/// handled, not the connections open.
-async fn run_engine(
-    server: Arc<Server>,
-    info: TransportInfo,
-    mut rx: mpsc::Receiver<Frame>,
+/// What wakes a connection's engine.
+enum Event {
+    Frame(Option<Frame>),
+    Notice,
+    Timeout,
+}
+
+/// A connection's engine and its ends of the channels, moved between the
+/// async task that waits and the blocking thread that works.
+struct Engine {
+    conn: Connection,
+    rx: mpsc::Receiver<Frame>,
     tx: mpsc::Sender<Vec<u8>>,
     adm: Arc<Admission>,
-    on_logon: Box<dyn FnOnce() + Send>,
-) {
-    let peer = info.peer;
-    let mut conn = Connection::new(server, info, Instant::now());
-    // Other connections post oplock breaks and wake-ups to this one.
-    let notices = Arc::new(tokio::sync::Notify::new());
-    let n = Arc::clone(&notices);
-    conn.set_waker(Arc::new(move || n.notify_one()));
-    let mut on_logon = Some(on_logon);
-    enum Event {
-        Frame(Option<Frame>),
-        Notice,
-        Timeout,
-    }
-    let reason = loop {
-        let deadline = conn.poll_timeout();
+    on_logon: Option<Box<dyn FnOnce() + Send>>,
+    notices: Arc<tokio::sync::Notify>,
+}
+
+/// A busy connection keeps its thread this long after its last event,
+/// so a stream of requests is handled without a hand-off per request.
+const BUSY_LINGER: Duration = Duration::from_millis(20);
+
+impl Engine {
+    /// The next event: a frame, a notice from another connection, or the
+    /// engine's own timer.
+    async fn next(&mut self) -> Event {
+        let deadline = self.conn.poll_timeout();
         let sleep = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(d.into()).await,
                 None => std::future::pending().await,
             }
         };
-        let ev = tokio::select! {
-            m = rx.recv() => Event::Frame(m),
-            _ = notices.notified() => Event::Notice,
+        tokio::select! {
+            m = self.rx.recv() => Event::Frame(m),
+            _ = self.notices.notified() => Event::Notice,
             _ = sleep => Event::Timeout,
-        };
-        let result = match ev {
-            Event::Frame(None) => break "peer closed".to_string(),
-            Event::Notice => {
-                tokio::task::block_in_place(|| conn.handle_notices(Instant::now()));
-                Ok(())
-            }
-            Event::Frame(Some(mut f)) => tokio::task::block_in_place(|| {
-                let r = conn.handle_frame(Instant::now(), &mut f.head, &f.tail);
-                if adm.note_logon(&conn) {
-                    if let Some(f) = on_logon.take() {
-                        f();
-                    }
+        }
+    }
+
+    /// Handle `ev` and what follows it within [`BUSY_LINGER`], on this
+    /// (blocking) thread; `Some(reason)` when the connection ends.
+    fn work(&mut self, mut ev: Event, rt: &tokio::runtime::Handle) -> Option<String> {
+        loop {
+            let result = match ev {
+                Event::Frame(None) => return Some("peer closed".to_string()),
+                Event::Notice => {
+                    self.conn.handle_notices(Instant::now());
+                    Ok(())
                 }
-                r
-            }),
-            Event::Timeout => tokio::task::block_in_place(|| conn.handle_timeout(Instant::now())),
-        };
-        let mut send_failed = false;
-        while let Some(out) = conn.poll_transmit() {
-            if tx.send(out).await.is_err() {
-                send_failed = true;
-                break;
+                Event::Frame(Some(mut f)) => {
+                    let r = self.conn.handle_frame(Instant::now(), &mut f.head, &f.tail);
+                    if self.adm.note_logon(&self.conn) {
+                        if let Some(f) = self.on_logon.take() {
+                            f();
+                        }
+                    }
+                    r
+                }
+                Event::Timeout => self.conn.handle_timeout(Instant::now()),
+            };
+            while let Some(out) = self.conn.poll_transmit() {
+                if self.tx.blocking_send(out).is_err() {
+                    return Some("peer stopped reading".to_string());
+                }
             }
+            if let Err(e) = result {
+                return Some(e.to_string());
+            }
+            ev = rt.block_on(async { tokio::time::timeout(BUSY_LINGER, self.next()).await }).ok()?;
         }
-        if let Err(e) = result {
-            break e.to_string();
-        }
-        if send_failed {
-            break "peer stopped reading".to_string();
+    }
+}
+
+/// Run one connection's engine given its framed input and output channels.
+/// Returns when the peer goes away, the engine closes it, or it times out.
+///
+/// An idle connection holds no thread: the engine waits as a task. An
+/// event moves it to a blocking thread (its file I/O and crypto block),
+/// where it stays while events keep coming, and back once the
+/// connection has been quiet for [`BUSY_LINGER`]: the threads in use
+/// follow the connections that are busy, not those that are open.
+async fn run_engine(
+    server: Arc<Server>,
+    info: TransportInfo,
+    rx: mpsc::Receiver<Frame>,
+    tx: mpsc::Sender<Vec<u8>>,
+    adm: Arc<Admission>,
+    on_logon: Box<dyn FnOnce() + Send>,
+) {
+    let peer = info.peer;
+    let conn = Connection::new(server, info, Instant::now());
+    // Other connections post oplock breaks and wake-ups to this one.
+    let notices = Arc::new(tokio::sync::Notify::new());
+    let n = Arc::clone(&notices);
+    conn.set_waker(Arc::new(move || n.notify_one()));
+    let mut engine = Engine { conn, rx, tx, adm, on_logon: Some(on_logon), notices };
+    let rt = tokio::runtime::Handle::current();
+    let reason = loop {
+        let ev = engine.next().await;
+        let rt = rt.clone();
+        let busy = tokio::task::spawn_blocking(move || {
+            let end = engine.work(ev, &rt);
+            (engine, end)
+        });
+        match busy.await {
+            Ok((e, None)) => engine = e,
+            Ok((e, Some(reason))) => {
+                // Closing the connection's opens may take file I/O.
+                let _ = tokio::task::spawn_blocking(move || drop(e)).await;
+                break reason;
+            }
+            Err(_) => break "engine failed".to_string(),
         }
     };
-    // Closing the connection's opens may take file I/O (delete on close).
-    tokio::task::block_in_place(|| drop(conn));
     if reason == "peer closed" {
         debug!(?peer, "connection closed by peer");
     } else {
