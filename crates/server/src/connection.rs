@@ -6,6 +6,7 @@
 //! [`Connection::set_waker`] is called (another connection has posted an
 //! oplock break for it, or released what a blocked request waits for).
 
+use crate::client::Client;
 use crate::credits::Credits;
 use crate::dispatch::{self, AsyncWork};
 use crate::open::Open;
@@ -75,13 +76,29 @@ pub struct ConnState {
     pub info: TransportInfo,
     pub neg: Option<Negotiated>,
     pub preauth: PreauthHash,
+    /// The client's sessions and opens, moved here from [`ConnState::client`]
+    /// while this connection handles something (see [`crate::client`]).
     pub sessions: HashMap<u64, Session>,
     pub opens: HashMap<u64, Open>,
+    pub client: Arc<Client>,
+    /// The ClientGuid NEGOTIATE named: the connection joins that client
+    /// once the NEGOTIATE is handled.
+    pub(crate) join_client: Option<[u8; 16]>,
     /// Answers held back until the instant (failed-logon delay).
     pub(crate) delay_until: Option<Instant>,
 }
 
 impl ConnState {
+    /// Session `sid` if this connection is one of its channels.
+    pub fn session(&self, sid: u64) -> Option<&Session> {
+        self.sessions.get(&sid).filter(|s| s.on(self.id))
+    }
+
+    pub fn session_mut(&mut self, sid: u64) -> Option<&mut Session> {
+        let id = self.id;
+        self.sessions.get_mut(&sid).filter(|s| s.on(id))
+    }
+
     /// Forget a session: close its opens and trees (LOGOFF, a failed
     /// logon).
     pub fn end_session(&mut self, sid: u64) {
@@ -96,8 +113,39 @@ impl ConnState {
         let ids: Vec<u64> = self.opens.iter().filter(|(_, o)| pred(o)).map(|(&k, _)| k).collect();
         for v in ids {
             let Some(open) = self.opens.remove(&v) else { continue };
-            if let Some(open) = self.server.park(self.id, open, now) {
-                crate::cmd::close::release(&self.server, self.id, open);
+            if let Some(open) = self.server.park(open, now) {
+                crate::cmd::close::release(&self.server, open);
+            }
+        }
+    }
+
+    /// This connection is gone: it leaves the channel lists of its
+    /// sessions. A session with another channel lives on there, with its
+    /// opens (their breaks now go to that channel); one without parks its
+    /// durable opens and closes the others (MS-SMB2 3.3.7.1).
+    fn leave(&mut self, now: Instant) {
+        let me = self.id;
+        let sids: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.on(me)).map(|(&k, _)| k).collect();
+        for sid in sids {
+            let Some(s) = self.sessions.get_mut(&sid) else { continue };
+            s.channels.retain(|c| c.connection != me);
+            let next = s.channels.iter().find(|c| c.signer.is_some()).map(|c| c.connection);
+            match next.filter(|_| s.is_valid()) {
+                Some(next) => {
+                    self.server.move_session(sid, next);
+                    let mut files = self.server.lock_files();
+                    for o in self.opens.values_mut().filter(|o| o.session_id == sid && o.home == me) {
+                        let old = o.owner();
+                        o.home = next;
+                        if let Some(e) = files.files.get_mut(&o.file_key) {
+                            e.reown(old, o.owner());
+                        }
+                    }
+                }
+                None => {
+                    self.disconnect_opens(now, |o| o.session_id == sid);
+                    self.forget_session(sid);
+                }
             }
         }
     }
@@ -135,6 +183,9 @@ pub struct Connection {
     created: Instant,
     last_activity: Instant,
     closed: bool,
+    /// A session on this connection has completed its logon (as of the
+    /// end of the last thing it handled).
+    authenticated: bool,
 }
 
 impl Connection {
@@ -152,6 +203,8 @@ impl Connection {
                 preauth: PreauthHash::new(),
                 sessions: HashMap::new(),
                 opens: HashMap::new(),
+                client: Arc::default(),
+                join_client: None,
                 delay_until: None,
             },
             credits,
@@ -162,6 +215,7 @@ impl Connection {
             created: now,
             last_activity: now,
             closed: false,
+            authenticated: false,
         }
     }
 
@@ -188,6 +242,31 @@ impl Connection {
         if self.closed {
             return Err(Fatal::Closed);
         }
+        self.with_client(|c| c.frame(now, head, tail))
+    }
+
+    /// Run `f` with the client's tables in [`ConnState`] and the client
+    /// locked (see [`crate::client`]); then join the client NEGOTIATE
+    /// named, if it named one.
+    fn with_client<R>(&mut self, f: impl FnOnce(&mut Connection) -> R) -> R {
+        let client = Arc::clone(&self.st.client);
+        let mut shared = client.lock();
+        std::mem::swap(&mut self.st.sessions, &mut shared.sessions);
+        std::mem::swap(&mut self.st.opens, &mut shared.opens);
+        let r = f(self);
+        let id = self.st.id;
+        self.authenticated = self.st.sessions.values().any(|s| s.on(id) && s.is_valid());
+        std::mem::swap(&mut self.st.sessions, &mut shared.sessions);
+        std::mem::swap(&mut self.st.opens, &mut shared.opens);
+        drop(shared);
+        if let Some(guid) = self.st.join_client.take() {
+            // Right after NEGOTIATE: this connection has no session yet.
+            self.st.client = self.st.server.clients.join(guid);
+        }
+        r
+    }
+
+    fn frame(&mut self, now: Instant, head: &mut [u8], tail: &[Bytes]) -> Result<(), Fatal> {
         self.last_activity = now;
         let r = if tail.is_empty() || plain_write(head) {
             self.handle_inner(now, head, tail)
@@ -200,7 +279,7 @@ impl Connection {
         }
         if r.is_ok() {
             // Breaks this message caused on this connection's own opens.
-            self.handle_notices(now);
+            self.notices(now);
         }
         if r.is_err() {
             self.closed = true;
@@ -216,7 +295,7 @@ impl Connection {
         }
         if transform::is_transform(msg) {
             let sid = smbq_crypto::transform_session_id(msg).ok_or(Fatal::Malformed("transform header"))?;
-            let session = self.st.sessions.get(&sid).ok_or(Fatal::PeerMisbehaved("transform for unknown session"))?;
+            let session = self.st.session(sid).ok_or(Fatal::PeerMisbehaved("transform for unknown session"))?;
             let dec = session.decryptor.as_ref().ok_or(Fatal::PeerMisbehaved("transform without encryption keys"))?;
             let plain = dec.open(msg).map_err(|_| Fatal::PeerMisbehaved("decryption failed"))?;
             return dispatch::process(self, now, plain, Some(sid), &[]);
@@ -258,7 +337,7 @@ impl Connection {
 
     /// Whether a session on this connection has completed its logon.
     pub fn authenticated(&self) -> bool {
-        self.st.sessions.values().any(|s| s.is_valid())
+        self.authenticated
     }
 
     fn deadline(&self) -> Instant {
@@ -271,6 +350,10 @@ impl Connection {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Fatal> {
+        self.with_client(|c| c.timeout(now))
+    }
+
+    fn timeout(&mut self, now: Instant) -> Result<(), Fatal> {
         if let Some(d) = self.st.delay_until {
             if now >= d {
                 self.st.delay_until = None;
@@ -303,9 +386,12 @@ impl Connection {
     /// Act on what other connections posted: send oplock break
     /// notifications (MS-SMB2 3.3.4.6), retry blocked requests.
     pub fn handle_notices(&mut self, now: Instant) {
-        if self.closed {
-            return;
+        if !self.closed {
+            self.with_client(|c| c.notices(now));
         }
+    }
+
+    fn notices(&mut self, now: Instant) {
         let mut wake = false;
         for n in self.st.server.take_notices(self.st.id) {
             match n {
@@ -341,13 +427,8 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.st.disconnect_opens(Instant::now(), |_| true);
+        self.with_client(|c| c.st.leave(Instant::now()));
         self.st.server.close_mailbox(self.st.id);
-        for &sid in self.st.sessions.keys() {
-            self.st.server.unregister_session(sid);
-        }
-        let valid = self.st.sessions.len();
-        self.st.server.sessions.fetch_sub(valid, Ordering::Relaxed);
         self.st.server.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -12,6 +12,7 @@ use crate::tree::Tree;
 use smbq_crypto::TRANSFORM_HEADER_LEN;
 use smbq_wire::header::{encode_error_body, flags, HEADER_LEN};
 use smbq_wire::{Command, Dialect, FileId, Header, NtStatus};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A request element: its header and its bytes from the header to the end
@@ -92,13 +93,12 @@ impl Ctx<'_> {
     }
 
     pub fn session(&mut self) -> Result<&mut Session, NtStatus> {
-        self.conn.sessions.get_mut(&self.session_id).ok_or(NtStatus::USER_SESSION_DELETED)
+        self.conn.session_mut(self.session_id).ok_or(NtStatus::USER_SESSION_DELETED)
     }
 
     pub fn tree(&self) -> Result<&Tree, NtStatus> {
         self.conn
-            .sessions
-            .get(&self.session_id)
+            .session(self.session_id)
             .and_then(|s| s.trees.get(&self.tree_id))
             .ok_or(NtStatus::NETWORK_NAME_DELETED)
     }
@@ -286,13 +286,13 @@ fn finish(c: &mut Connection, mut out: Vec<u8>, starts: &[(usize, Option<u64>)],
     for (i, &(start, sign)) in starts.iter().enumerate() {
         let end = starts.get(i + 1).map(|s| s.0).unwrap_or(out.len());
         if let (Some(sid), Some(elem)) = (sign, out.get_mut(start..end)) {
-            if let Some(signer) = c.st.sessions.get(&sid).and_then(|s| s.signer.as_ref()) {
+            if let Some(signer) = signing_key(&c.st, sid, elem) {
                 signer.sign(elem);
             }
         }
     }
     if let Some(sid) = enc {
-        if let Some(s) = c.st.sessions.get_mut(&sid) {
+        if let Some(s) = c.st.session_mut(sid) {
             let nonce = s.next_nonce();
             if let (Some(sealer), Some(buf)) = (s.encryptor.as_ref(), out.get_mut(4..)) {
                 sealer.seal(sid, &nonce, buf);
@@ -300,6 +300,35 @@ fn finish(c: &mut Connection, mut out: Vec<u8>, starts: &[(usize, Option<u64>)],
         }
     }
     c.queue(out);
+}
+
+/// MS-SMB2 3.3.4.1.1: an answer is signed with the key of the channel it
+/// goes out on; a SESSION_SETUP answer that is not a success, on a
+/// connection that has no channel key yet (a binding under way), with
+/// Session.SigningKey, found in the GlobalSessionTable. (Samba's client
+/// checks such answers so: the channel's key if it has one.)
+fn signing_key(st: &ConnState, sid: u64, response: &[u8]) -> Option<Arc<smbq_crypto::Signer>> {
+    let channel = st.session(sid).and_then(|s| s.channel_signer(st.id)).cloned();
+    let command = response.get(12..14).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let status = response.get(8..12).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if command == Some(Command::SESSION_SETUP.0) && status != Some(NtStatus::SUCCESS.0) {
+        channel.or_else(|| session_key(st, sid))
+    } else {
+        channel
+    }
+}
+
+/// Session.SigningKey of session `sid`, wherever it lives.
+fn session_key(st: &ConnState, sid: u64) -> Option<Arc<smbq_crypto::Signer>> {
+    match st.sessions.get(&sid) {
+        Some(s) => s.signer.clone(),
+        None => st.server.live_session(sid).map(|l| l.signer),
+    }
+}
+
+/// A SESSION_SETUP asking to bind a further channel (MS-SMB2 2.2.5 Flags).
+fn binds(req: &[u8]) -> bool {
+    req.get(HEADER_LEN + 2).is_some_and(|f| f & smbq_wire::session_setup::FLAG_BINDING != 0)
 }
 
 /// Handle one element; appends its response to `out`. Returns the session
@@ -450,7 +479,7 @@ fn element(
     }
     rh.status = status.0;
 
-    let sign = should_sign(c, hdr, session_id, status, enc);
+    let sign = should_sign(c, req, session_id, status, enc);
     if sign {
         rh.flags |= flags::SIGNED;
     } else if status.is_error() && enc.is_none() && hdr.flags & flags::SIGNED != 0 {
@@ -472,8 +501,15 @@ fn element(
             c.st.preauth.update(req.msg);
             c.st.preauth.update(resp);
         } else if command == Command::SESSION_SETUP && status == NtStatus::MORE_PROCESSING_REQUIRED {
-            if let Some(s) = c.st.sessions.get_mut(&session_id) {
-                s.preauth.update(resp);
+            let me = c.st.id;
+            let key = out.get(header_start..).and_then(|r| signing_key(&c.st, session_id, r)).filter(|_| sign);
+            if let (Some(s), Some(resp)) = (c.st.session_mut(session_id), out.get_mut(header_start..)) {
+                // The client hashes the answer as it arrives: a binding's
+                // is signed (and signed again, alike, when it is sent).
+                if let Some(signer) = key {
+                    signer.sign(resp);
+                }
+                s.preauth_on(me).update(resp);
             }
         }
     }
@@ -483,11 +519,17 @@ fn element(
 /// MS-SMB2 3.3.4.1.1: sign responses to signed requests and on sessions that
 /// require signing, unless the message is sealed; always the final
 /// SESSION_SETUP success of a 3.x session.
-fn should_sign(c: &Connection, hdr: &Header, session_id: u64, status: NtStatus, enc: Option<u64>) -> bool {
+fn should_sign(c: &Connection, req: &Req<'_>, session_id: u64, status: NtStatus, enc: Option<u64>) -> bool {
+    let hdr = req.hdr;
     if enc.is_some() {
         return false;
     }
-    let Some(s) = c.st.sessions.get(&session_id) else { return false };
+    if hdr.command() == Command::SESSION_SETUP && binds(req.msg) && status != NtStatus::SUCCESS {
+        // Answered with Session.SigningKey, also on a connection that is
+        // not (yet) one of the session's channels.
+        return hdr.flags & flags::SIGNED != 0 && session_key(&c.st, session_id).is_some();
+    }
+    let Some(s) = c.st.session(session_id) else { return false };
     // A session has a signing key from its first logon on; while it
     // re-authenticates its responses are signed as before.
     if s.signer.is_none() {
@@ -512,20 +554,38 @@ fn check(ctx: &mut Ctx<'_>, elem: &[u8]) -> Result<&'static CommandSpec, NtStatu
         //= MS-SMB2 3.3.5.2.4: a signed request naming a session is verified
         //= even when the command needs no session (ECHO).
         let signed = ctx.hdr.flags & flags::SIGNED != 0;
-        if let (true, false, Some(s)) = (signed, encrypted, ctx.conn.sessions.get(&ctx.session_id)) {
-            if s.is_valid() && !s.signer.as_ref().is_some_and(|sig| sig.verify(elem)) {
+        if signed && !encrypted && spec.command == Command::SESSION_SETUP && binds(elem) {
+            //= MS-SMB2 3.3.5.2.4: a binding request is verified with
+            //= Session.SigningKey, found in the GlobalSessionTable.
+            if session_key(ctx.conn, ctx.session_id).is_some_and(|k| !k.verify(elem)) {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            return Ok(spec);
+        }
+        if let (true, false, Some(s)) = (signed, encrypted, ctx.conn.session(ctx.session_id)) {
+            // A binding under way is verified with Session.SigningKey.
+            let key = s.channel_signer(ctx.conn.id).or(s.signer.as_ref());
+            if s.is_valid() && !key.is_some_and(|sig| sig.verify(elem)) {
                 return Err(NtStatus::ACCESS_DENIED);
             }
         }
+        //= MS-SMB2 3.3.5.2.4: a re-authentication of a session that
+        //= requires signing must be signed (smbtorture
+        //= smb2.session.bind_negative_smb3sign*s).
+        let unsigned_reauth = !signed && !encrypted && spec.command == Command::SESSION_SETUP;
+        if unsigned_reauth && ctx.conn.session(ctx.session_id).is_some_and(|s| s.is_valid() && s.signing_required) {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
         return Ok(spec);
     }
-    let s = ctx.conn.sessions.get(&ctx.session_id).ok_or(NtStatus::USER_SESSION_DELETED)?;
-    if !s.is_valid() {
+    let s = ctx.conn.session(ctx.session_id).ok_or(NtStatus::USER_SESSION_DELETED)?;
+    // A channel whose binding is still under way serves nothing else.
+    let Some(signer) = s.channel_signer(ctx.conn.id).filter(|_| s.is_valid()) else {
         return Err(NtStatus::USER_SESSION_DELETED);
-    }
+    };
     if !encrypted {
         if ctx.hdr.flags & flags::SIGNED != 0 {
-            let ok = s.signer.as_ref().is_some_and(|sig| sig.verify(elem));
+            let ok = signer.verify(elem);
             if !ok {
                 return Err(NtStatus::ACCESS_DENIED);
             }
@@ -579,8 +639,8 @@ fn cancel(c: &mut Connection, hdr: &Header, enc: Option<u64>) {
 /// Retry blocked operations; finished ones get their final response.
 pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
     // Requests of a session that logged off are dropped unanswered.
-    let sessions = &c.st.sessions;
-    c.pending.retain(|p| sessions.contains_key(&p.session_id));
+    let st = &c.st;
+    c.pending.retain(|p| st.session(p.session_id).is_some());
     let mut i = 0;
     while i < c.pending.len() {
         let mut body = Vec::new();
@@ -630,7 +690,8 @@ pub(crate) fn send_oplock_break(c: &mut Connection, volatile: u64, level: u8) {
 /// A lease break notification (MS-SMB2 2.2.23.2, 3.3.4.7), sent as an
 /// oplock break is, for a lease that an open of this connection is under.
 pub(crate) fn send_lease_break(c: &mut Connection, key: &[u8; 16], epoch: u16, from: u8, to: u8, ack: bool) {
-    let Some(o) = c.st.opens.values().find(|o| o.lease.as_ref() == Some(key)) else { return };
+    let me = c.st.id;
+    let Some(o) = c.st.opens.values().find(|o| o.lease.as_ref() == Some(key) && o.home == me) else { return };
     let volatile = o.file_id.volatile;
     send_break(c, volatile, |out| smbq_wire::lease::encode_break(out, epoch, ack, key, u32::from(from), u32::from(to)));
 }
@@ -641,7 +702,7 @@ pub(crate) fn send_lease_break(c: &mut Connection, key: &[u8; 16], epoch: u16, f
 fn send_break(c: &mut Connection, volatile: u64, body: impl FnOnce(&mut Vec<u8>)) {
     let Some(o) = c.st.opens.get(&volatile) else { return };
     let (sid, tid) = (o.session_id, o.tree_id);
-    let encrypt = c.st.sessions.get(&sid).is_some_and(|s| {
+    let encrypt = c.st.session(sid).is_some_and(|s| {
         s.encryptor.is_some() && (s.encrypt_data || s.trees.get(&tid).is_some_and(|t| t.encrypt))
     });
     let prefix = 4 + if encrypt { TRANSFORM_HEADER_LEN } else { 0 };
@@ -683,7 +744,7 @@ fn complete(c: &mut Connection, p: Pending, result: crate::dispatch::HResult, bo
         }
     };
     let signed = enc.is_none()
-        && c.st.sessions.get(&p.session_id).is_some_and(|s| s.signer.is_some() && (p.signed || s.signing_required));
+        && c.st.session(p.session_id).is_some_and(|s| s.signer.is_some() && (p.signed || s.signing_required));
     let rh = Header {
         credit_charge: 0,
         status: status.0,

@@ -117,13 +117,13 @@ impl Server {
         self.durable.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Keep `open` of connection `connection` for a reconnect, if it may
+    /// Keep `open` for a reconnect, if it may
     /// be kept (MS-SMB2 3.3.7.1: durable, and its batch oplock or its
     /// lease's handle caching held, not breaking); otherwise hand it back
     /// to be closed.
-    pub(crate) fn park(&self, connection: u64, open: Open, now: Instant) -> Option<Open> {
+    pub(crate) fn park(&self, mut open: Open, now: Instant) -> Option<Open> {
         let Some(d) = &open.durable else { return Some(open) };
-        let old = OpenOwner { connection, volatile: open.file_id.volatile };
+        let old = open.owner();
         let new = OpenOwner { connection: DISCONNECTED, volatile: open.file_id.volatile };
         {
             let mut files = self.lock_files();
@@ -139,6 +139,7 @@ impl Server {
             e.reown(old, new);
         }
         let deadline = now + d.timeout;
+        open.home = DISCONNECTED;
         self.lock_durable().parked.insert(open.file_id.persistent, Parked { open, deadline });
         None
     }
@@ -163,13 +164,14 @@ impl Server {
         if d.user != user.to_lowercase() {
             return Err(NtStatus::ACCESS_DENIED);
         }
-        let p = t.parked.remove(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+        let mut open = t.parked.remove(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?.open;
         drop(t);
-        let volatile = p.open.file_id.volatile;
-        if let Some(e) = self.lock_files().files.get_mut(&p.open.file_key) {
-            e.reown(OpenOwner { connection: DISCONNECTED, volatile }, OpenOwner { connection, volatile });
+        let old = open.owner();
+        open.home = connection;
+        if let Some(e) = self.lock_files().files.get_mut(&open.file_key) {
+            e.reown(old, open.owner());
         }
-        Ok(p.open)
+        Ok(open)
     }
 
     /// Whether open `persistent` is still held by a connection other than
@@ -190,7 +192,7 @@ impl Server {
             ids.iter().filter_map(|k| t.parked.remove(k)).collect()
         };
         for p in gone {
-            crate::cmd::close::release(self, DISCONNECTED, p.open);
+            crate::cmd::close::release(self, p.open);
         }
     }
 }

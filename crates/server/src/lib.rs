@@ -2,13 +2,15 @@
 //!
 //! A transport creates a [`Connection`] per client and feeds it whole SMB2
 //! messages; everything here is driven with byte buffers and a `now`.
-//! Layout: `connection` (framing-level state, timers), `dispatch` (compound
+//! Layout: `connection` (framing-level state, timers), `client` (what
+//! connections of one ClientGuid share), `dispatch` (compound
 //! splitting, command table, signing/sealing), `session`, `tree`, `open`,
 //! `files` (global open table), `oplock` (grants and breaks),
 //! `durable` (opens that outlive their connection), `cmd/<command>.rs` (one per SMB2 command),
 //! `rpc` (named pipes on IPC$).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod connection;

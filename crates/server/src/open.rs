@@ -37,11 +37,15 @@ pub struct Open {
     pub durable: Option<crate::durable::Durable>,
     /// The key of the lease it was opened under.
     pub lease: Option<[u8; 16]>,
+    /// The connection its entry in the file table names (where its breaks
+    /// go): the one it was made on, another channel of its session when
+    /// that one goes, [`crate::durable::DISCONNECTED`] while parked.
+    pub home: u64,
 }
 
 impl Open {
-    pub fn owner(&self, connection: u64) -> OpenOwner {
-        OpenOwner { connection, volatile: self.file_id.volatile }
+    pub fn owner(&self) -> OpenOwner {
+        OpenOwner { connection: self.home, volatile: self.file_id.volatile }
     }
 
     pub fn handle(&self) -> Option<&Handle> {

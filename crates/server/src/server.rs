@@ -91,6 +91,9 @@ pub struct LiveSession {
     pub dialect: smbq_wire::Dialect,
     pub signing: smbq_crypto::SigningAlgorithm,
     pub cipher: Option<smbq_crypto::Cipher>,
+    /// Session.SigningKey: verifies a binding request from any connection
+    /// and signs the answer (MS-SMB2 3.3.5.2.4, 3.3.4.1.1).
+    pub signer: Arc<smbq_crypto::Signer>,
     /// Set when a reconnect replaces the session: from then on its
     /// requests get USER_SESSION_DELETED, before its connection has
     /// closed its opens (the session's own copy of the flag).
@@ -125,6 +128,8 @@ pub struct Server {
     mailboxes: Mutex<HashMap<u64, Mailbox>>,
     /// Authenticated sessions (MS-SMB2 3.3.1.5 GlobalSessionTable).
     live_sessions: Mutex<HashMap<u64, LiveSession>>,
+    /// The clients (ClientGuid) and what their connections share.
+    pub(crate) clients: crate::client::Registry,
     /// Durable opens whose connection is gone.
     pub(crate) durable: Mutex<crate::durable::Table>,
 }
@@ -166,6 +171,7 @@ impl Server {
             mailboxes: Mutex::new(HashMap::new()),
             live_sessions: Mutex::new(HashMap::new()),
             durable: Mutex::new(Default::default()),
+            clients: Default::default(),
             config,
         })
     }
@@ -221,6 +227,14 @@ impl Server {
 
     pub(crate) fn live_session(&self, session: u64) -> Option<LiveSession> {
         self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&session).cloned()
+    }
+
+    /// Session `session` lives on connection `connection` now (the one it
+    /// was set up on is gone, another channel remains).
+    pub(crate) fn move_session(&self, session: u64, connection: u64) {
+        if let Some(s) = self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&session) {
+            s.connection = connection;
+        }
     }
 
     pub(crate) fn unregister_session(&self, session: u64) {

@@ -4,6 +4,7 @@ use crate::tree::Tree;
 use smbq_auth::ServerAuth;
 use smbq_crypto::{PreauthHash, Sealer, Signer};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub enum SessionState {
     /// Authentication under way; holds the exchange and the session's preauth hash.
@@ -22,7 +23,12 @@ pub struct Session {
     /// The user of the first logon: a re-authentication may not change it.
     pub logon_user: String,
     pub domain: String,
-    pub signer: Option<Signer>,
+    /// Session.SigningKey: verifies binding requests and signs the
+    /// SESSION_SETUP answers that are not a success (MS-SMB2 3.3.4.1.1).
+    pub signer: Option<Arc<Signer>>,
+    /// Session.ChannelList: the connections bound to the session, each
+    /// with its Channel.SigningKey (none while its binding authenticates).
+    pub channels: Vec<Channel>,
     /// Encrypts responses (ServerToClient key).
     pub encryptor: Option<Sealer>,
     /// Decrypts requests (ClientToServer key).
@@ -37,8 +43,18 @@ pub struct Session {
     nonce: u64,
 }
 
+/// MS-SMB2 3.3.1.14 Channel.
+pub struct Channel {
+    pub connection: u64,
+    pub signer: Option<Arc<Signer>>,
+    /// A binding under way on this channel: its exchange and preauth hash
+    /// (which starts from the channel's own NEGOTIATE).
+    pub binding: Option<(Box<ServerAuth>, PreauthHash)>,
+}
+
 impl Session {
-    pub fn new(id: u64, auth: ServerAuth, preauth: PreauthHash) -> Session {
+    /// A session being set up on connection `connection`.
+    pub fn new(id: u64, connection: u64, auth: ServerAuth, preauth: PreauthHash) -> Session {
         Session {
             id,
             state: SessionState::InProgress(Box::new(auth)),
@@ -47,6 +63,7 @@ impl Session {
             logon_user: String::new(),
             domain: String::new(),
             signer: None,
+            channels: vec![Channel { connection, signer: None, binding: None }],
             encryptor: None,
             decryptor: None,
             signing_required: false,
@@ -55,6 +72,28 @@ impl Session {
             ended: Default::default(),
             next_tree_id: 1,
             nonce: 0,
+        }
+    }
+
+    /// Whether `connection` is one of the session's channels (a session
+    /// being set up is its own connection's until it is valid).
+    pub fn on(&self, connection: u64) -> bool {
+        self.channels.iter().any(|c| c.connection == connection)
+    }
+
+    /// The key that signs on `connection`: its channel's (MS-SMB2
+    /// 3.3.4.1.1, 3.3.5.2.4).
+    pub fn channel_signer(&self, connection: u64) -> Option<&Arc<Signer>> {
+        self.channels.iter().find(|c| c.connection == connection).and_then(|c| c.signer.as_ref())
+    }
+
+    /// The preauth hash a SESSION_SETUP on `connection` extends: its
+    /// binding's, while one is under way there, else the session's.
+    pub fn preauth_on(&mut self, connection: u64) -> &mut PreauthHash {
+        let binding = self.channels.iter_mut().find(|c| c.connection == connection).and_then(|c| c.binding.as_mut());
+        match binding {
+            Some((_, p)) => p,
+            None => &mut self.preauth,
         }
     }
 

@@ -43,16 +43,16 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
 /// the last open of a file marked delete-on-close, delete the file.
 pub fn close_open(st: &mut ConnState, volatile: u64) -> Option<Open> {
     let open = st.opens.remove(&volatile)?;
-    Some(release(&st.server, st.id, open))
+    Some(release(&st.server, open))
 }
 
-/// Release `open` of connection `connection` from the file table (its
+/// Release `open` from the file table (its
 /// share mode, oplock and locks), wake whoever waits on the file, and
 /// delete the file if it was marked delete-on-close and this was its
 /// last open.
-pub fn release(server: &crate::server::Server, connection: u64, open: Open) -> Open {
+pub fn release(server: &crate::server::Server, open: Open) -> Open {
     if open.file_key != 0 {
-        let owner = open.owner(connection);
+        let owner = open.owner();
         let mut files = server.lock_files();
         let entry = files.entry(open.file_key);
         if open.delete_on_close {

@@ -277,19 +277,19 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
     };
     if let Some(status) = refusal {
         // Not this request's open: leave it parked for its owner.
-        if let Some(open) = server.park(ctx.conn.id, open, ctx.now) {
-            crate::cmd::close::release(&server, ctx.conn.id, open);
+        if let Some(open) = server.park(open, ctx.now) {
+            crate::cmd::close::release(&server, open);
         }
         return Err(status);
     }
     let st = match open.handle().map(|h| h.stat()) {
         Some(Ok(st)) => st,
         _ => {
-            crate::cmd::close::release(&server, ctx.conn.id, open);
+            crate::cmd::close::release(&server, open);
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
         }
     };
-    let owner = OpenOwner { connection: ctx.conn.id, volatile: open.file_id.volatile };
+    let owner = open.owner();
     // The open's oplock, or its lease as it stands now.
     let (level, lease_ctx) = {
         let mut files = server.lock_files();
@@ -344,6 +344,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         position: 0,
         durable: None,
         lease: None,
+        home: ctx.conn.id,
     };
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);

@@ -255,8 +255,7 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
     if src.is_dir || dst.is_dir {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let connection = ctx.conn.id;
-    let (src_owner, dst_owner) = (source.owner(connection), target.owner(connection));
+    let (src_owner, dst_owner) = (source.owner(), target.owner());
     let (src_key, dst_key) = (source.file_key, target.file_key);
     let server = ctx.conn.server.clone();
 
@@ -397,7 +396,7 @@ pub(crate) mod harness {
             dns_computer: "smbq".into(),
             dns_domain: String::new(),
         };
-        let mut s = Session::new(1, ServerAuth::new(target, 0), PreauthHash::new());
+        let mut s = Session::new(1, conn.st.id, ServerAuth::new(target, 0), PreauthHash::new());
         s.state = SessionState::Valid;
         for (id, name) in [(DISK, "data"), (IPC, "IPC$")] {
             let share = server.share(name).unwrap();
@@ -443,6 +442,7 @@ pub(crate) mod harness {
                 position: 0,
                 durable: None,
                 lease: None,
+                home: self.conn.st.id,
             };
             self.conn.st.opens.insert(v, open);
             file_id

@@ -173,7 +173,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if h.is_dir {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let (file_id, owner, file_key, granted) = (o.file_id, o.owner(connection), o.file_key, o.access);
+    let (file_id, owner, file_key, granted) = (o.file_id, o.owner(), o.file_key, o.access);
     let plan = classify(&r.locks)?;
     let server = ctx.conn.server.clone();
     let mut files = server.lock_files();

@@ -91,6 +91,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if dialect != Dialect::SMB202 {
         capabilities |= caps::LARGE_MTU | caps::LEASING;
     }
+    //= MS-SMB2 3.3.5.4: multichannel for a 3.x client that asks for it
+    //= (as Samba's "server multi channel support" does).
+    if dialect.is_smb3() && r.capabilities & caps::MULTI_CHANNEL != 0 {
+        capabilities |= caps::MULTI_CHANNEL;
+    }
     if (dialect == Dialect::SMB300 || dialect == Dialect::SMB302) && r.capabilities & caps::ENCRYPTION != 0 {
         neg.cipher = Some(Cipher::Aes128Ccm);
         capabilities |= caps::ENCRYPTION;
@@ -119,6 +124,10 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     .encode(ctx.out, header_start);
     ctx.conn.preauth = PreauthHash::new();
+    // SMB 2.0.2 has no ClientGuid; an all-zero one names no client.
+    if dialect != Dialect::SMB202 && neg.client_guid != [0; 16] {
+        ctx.conn.join_client = Some(neg.client_guid);
+    }
     ctx.conn.neg = Some(neg);
     Ok(NtStatus::SUCCESS)
 }

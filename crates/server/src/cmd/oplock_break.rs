@@ -13,9 +13,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return lease_ack(ctx, req);
     }
     let (level, fid) = decode_ack(req.msg).map_err(NtStatus::from)?;
-    let conn_id = ctx.conn.id;
     let open = ctx.open(fid)?;
-    let (owner, key, fid) = (open.owner(conn_id), open.file_key, open.file_id);
+    let (owner, key, fid) = (open.owner(), open.file_key, open.file_id);
     let server = std::sync::Arc::clone(&ctx.conn.server);
     let mut files = server.lock_files();
     let entry = files.files.get_mut(&key).ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?;

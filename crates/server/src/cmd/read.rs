@@ -22,7 +22,6 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let fid = ctx.resolve(r.file_id)?;
-    let conn_id = ctx.conn.id;
     let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
     //= MS-SMB2 3.3.5.12
     //# If Open.GrantedAccess does not allow read access, the server MUST
@@ -30,7 +29,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if open.access & (access::FILE_READ_DATA | access::FILE_EXECUTE) == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let owner = open.owner(conn_id);
+    let owner = open.owner();
     let file_key = open.file_key;
     let h = match &mut open.kind {
         OpenKind::Pipe(p) => {

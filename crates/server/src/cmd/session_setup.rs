@@ -5,7 +5,7 @@ use crate::config::EncryptPolicy;
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::connection::Negotiated;
 use crate::server::{now_filetime, LiveSession};
-use crate::session::{Session, SessionState};
+use crate::session::{Channel, Session, SessionState};
 use smbq_auth::{AuthError, AuthStep, ServerAuth, TargetInfo};
 use smbq_crypto::{derive_keys, Sealer, Signer, SigningAlgorithm};
 use smbq_wire::negotiate::security_mode;
@@ -20,9 +20,6 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let limits = &server.config.limits;
     let r = SessionSetupRequest::decode(req.msg, limits.max_security_blob).map_err(NtStatus::from)?;
     let neg = ctx.conn.neg.clone().ok_or(NtStatus::INVALID_PARAMETER)?;
-    if r.flags & FLAG_BINDING != 0 {
-        return Err(bind_refusal(ctx, req, &neg));
-    }
     let target = || TargetInfo {
         netbios_computer: server.config.server_name.clone(),
         netbios_domain: server.config.domain.clone(),
@@ -30,20 +27,27 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         dns_domain: String::new(),
     };
     let now = now_filetime(SystemTime::now());
+    if r.flags & FLAG_BINDING != 0 {
+        if let Some(refusal) = bind_refusal(ctx, req, &neg) {
+            return Err(refusal);
+        }
+        return bind(ctx, req, &r, &neg, ServerAuth::new(target(), now));
+    }
     let mut sid = req.hdr.session_id;
+    let me = ctx.conn.id;
     if sid == 0 {
-        if ctx.conn.sessions.len() >= limits.max_sessions_per_connection
+        if ctx.conn.sessions.values().filter(|s| s.on(me)).count() >= limits.max_sessions_per_connection
             || server.sessions.load(Ordering::Relaxed) >= limits.max_sessions
         {
             return Err(NtStatus::REQUEST_NOT_ACCEPTED);
         }
         sid = server.session_id();
-        let s = Session::new(sid, ServerAuth::new(target(), now), ctx.conn.preauth.clone());
+        let s = Session::new(sid, ctx.conn.id, ServerAuth::new(target(), now), ctx.conn.preauth.clone());
         ctx.conn.sessions.insert(sid, s);
         server.sessions.fetch_add(1, Ordering::Relaxed);
     }
     ctx.session_id = sid;
-    let session = ctx.conn.sessions.get_mut(&sid).ok_or(NtStatus::USER_SESSION_DELETED)?;
+    let session = ctx.conn.sessions.get_mut(&sid).filter(|s| s.on(me)).ok_or(NtStatus::USER_SESSION_DELETED)?;
     let reauth = session.signer.is_some();
     if session.is_valid() {
         //= MS-SMB2 3.3.5.5.2: re-authentication of a valid session.
@@ -105,7 +109,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let preauth = (neg.dialect == Dialect::SMB311).then_some(&session.preauth.0);
     let keys = derive_keys(neg.dialect.0, &session_key, preauth, neg.cipher);
     let algo = if neg.dialect.is_smb3() { neg.signing } else { SigningAlgorithm::HmacSha256 };
-    session.signer = Some(Signer::new(algo, &keys.signing));
+    let signer = Arc::new(Signer::new(algo, &keys.signing));
+    session.signer = Some(Arc::clone(&signer));
+    if let Some(ch) = session.channels.iter_mut().find(|c| c.connection == me) {
+        ch.signer = Some(Arc::clone(&signer));
+    }
     if let Some(cipher) = neg.cipher {
         session.encryptor = Some(Sealer::new(cipher, &keys.encrypt));
         session.decryptor = Some(Sealer::new(cipher, &keys.decrypt));
@@ -133,6 +141,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         dialect: neg.dialect,
         signing: algo,
         cipher: neg.cipher,
+        signer,
         ended: Arc::clone(&session.ended),
     };
     server.register_session(sid, live);
@@ -151,31 +160,102 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
 }
 
 /// Why a request to bind this connection to an existing session as a
-/// further channel is refused (MS-SMB2 3.3.5.5, checked in the order
-/// Samba checks them, whose statuses smbtorture's
-/// smb2.session.bind_negative_* expect). This server offers no
-/// multichannel (no SMB2_GLOBAL_CAP_MULTI_CHANNEL), so a bind that
-/// passes every check is refused too, with STATUS_REQUEST_NOT_ACCEPTED.
-fn bind_refusal(ctx: &Ctx<'_>, req: &Req<'_>, neg: &Negotiated) -> NtStatus {
+/// further channel is refused, if it is (MS-SMB2 3.3.5.5, checked in the
+/// order Samba checks them, whose statuses smbtorture's
+/// smb2.session.bind_negative_* expect).
+fn bind_refusal(ctx: &Ctx<'_>, req: &Req<'_>, neg: &Negotiated) -> Option<NtStatus> {
     let sid = req.hdr.session_id;
     if sid == 0 {
-        return NtStatus::INVALID_PARAMETER;
+        return Some(NtStatus::INVALID_PARAMETER);
     }
-    let Some(s) = ctx.conn.server.live_session(sid) else { return NtStatus::USER_SESSION_DELETED };
+    let Some(s) = ctx.conn.server.live_session(sid) else { return Some(NtStatus::USER_SESSION_DELETED) };
     let gmac = SigningAlgorithm::AesGmac.id();
     if s.signing.id() >= gmac && neg.signing != s.signing {
-        return NtStatus::REQUEST_OUT_OF_SEQUENCE;
+        return Some(NtStatus::REQUEST_OUT_OF_SEQUENCE);
     }
     if neg.signing.id() >= gmac && s.signing != neg.signing {
-        return NtStatus::NOT_SUPPORTED;
+        return Some(NtStatus::NOT_SUPPORTED);
     }
     if !neg.dialect.is_smb3() {
-        return NtStatus::REQUEST_NOT_ACCEPTED;
+        return Some(NtStatus::REQUEST_NOT_ACCEPTED);
     }
     //# the server MUST fail a binding request that is not signed with
     //# STATUS_INVALID_PARAMETER; so one from another dialect or cipher.
     if req.hdr.flags & smbq_wire::header::flags::SIGNED == 0 || s.dialect != neg.dialect || s.cipher != neg.cipher {
-        return NtStatus::INVALID_PARAMETER;
+        return Some(NtStatus::INVALID_PARAMETER);
     }
-    NtStatus::REQUEST_NOT_ACCEPTED
+    None
+}
+
+/// At most this many channels to one session (Samba's limit; smbtorture
+/// smb2.multichannel.generic.num_channels expects INSUFFICIENT_RESOURCES
+/// past it).
+const MAX_CHANNELS: usize = 32;
+
+/// Bind this connection to session `SessionId` as a further channel
+/// (MS-SMB2 3.3.5.5.2 and 3.3.5.5.3; Samba's smbd_smb2_bind_auth_return):
+/// the same user authenticates again; the channel then signs with a key
+/// of its own, derived from that authentication's session key and, for
+/// 3.1.1, from this connection's preauth hash. Encryption keeps the
+/// session's keys. A session of another client (ClientGuid) cannot be
+/// bound here: REQUEST_NOT_ACCEPTED, as Samba answers a bind to a
+/// session of another process.
+fn bind(ctx: &mut Ctx<'_>, req: &Req<'_>, r: &SessionSetupRequest<'_>, neg: &Negotiated, auth: ServerAuth) -> HResult {
+    let (sid, me) = (req.hdr.session_id, ctx.conn.id);
+    let preauth = ctx.conn.preauth.clone();
+    let server = ctx.conn.server.clone();
+    ctx.session_id = sid;
+    let session = ctx.conn.sessions.get_mut(&sid).ok_or(NtStatus::REQUEST_NOT_ACCEPTED)?;
+    if !session.is_valid() {
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
+    match session.channels.iter().find(|c| c.connection == me) {
+        Some(c) if c.signer.is_some() => return Err(NtStatus::REQUEST_NOT_ACCEPTED),
+        Some(_) => {}
+        None => {
+            if session.user.is_empty() {
+                return Err(NtStatus::NOT_SUPPORTED);
+            }
+            if session.channels.len() >= MAX_CHANNELS {
+                return Err(NtStatus::INSUFFICIENT_RESOURCES);
+            }
+            session.channels.push(Channel { connection: me, signer: None, binding: Some((Box::new(auth), preauth)) });
+        }
+    }
+    if neg.dialect == Dialect::SMB311 {
+        session.preauth_on(me).update(req.msg);
+    }
+    let lookup = |user: &str, _domain: &str| server.lookup_user(user);
+    let step = match session.channels.iter_mut().find(|c| c.connection == me).and_then(|c| c.binding.as_mut()) {
+        Some((auth, _)) => auth.step(r.security_buffer, &lookup),
+        None => Err(AuthError::Malformed("no binding under way")),
+    };
+    let failed = |session: &mut Session, status: NtStatus| {
+        tracing::info!(%status, "session binding failed");
+        session.channels.retain(|c| c.connection != me);
+        Err(status)
+    };
+    let (token, session_key) = match step {
+        Ok(AuthStep::Continue(tok)) => {
+            encode_response(ctx.out, ctx.header_start, 0, &tok);
+            return Ok(NtStatus::MORE_PROCESSING_REQUIRED);
+        }
+        Ok(AuthStep::Done { anonymous: false, token, user, session_key, .. }) if user.eq_ignore_ascii_case(&session.logon_user) => {
+            (token, session_key)
+        }
+        Ok(AuthStep::Done { .. }) => return failed(session, NtStatus::ACCESS_DENIED),
+        Err(AuthError::LogonFailure) => return failed(session, NtStatus::LOGON_FAILURE),
+        Err(AuthError::Malformed(_)) => return failed(session, NtStatus::INVALID_PARAMETER),
+        Err(AuthError::Unsupported(_)) => return failed(session, NtStatus::NOT_SUPPORTED),
+    };
+    let Some(ch) = session.channels.iter_mut().find(|c| c.connection == me) else {
+        return Err(NtStatus::USER_SESSION_DELETED);
+    };
+    let hash = ch.binding.take().map(|(_, p)| p.0);
+    let preauth = hash.as_ref().filter(|_| neg.dialect == Dialect::SMB311);
+    let keys = derive_keys(neg.dialect.0, &session_key, preauth, neg.cipher);
+    ch.signer = Some(Arc::new(Signer::new(neg.signing, &keys.signing)));
+    tracing::info!(peer = ?ctx.conn.info.peer, user = %session.user, session = sid, "channel bound");
+    encode_response(ctx.out, ctx.header_start, 0, &token);
+    Ok(NtStatus::SUCCESS)
 }

@@ -119,7 +119,7 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             // A size change breaks level II oplocks, as a write does.
-            let owner = open.owner(ctx.conn.id);
+            let owner = open.owner();
             let server = &ctx.conn.server;
             if let Some(e) = server.lock_files().files.get_mut(&open.file_key) {
                 server.send_breaks(&crate::oplock::contend_level2(e, owner, ctx.now, server.break_timeout()));

@@ -46,7 +46,6 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let fid = ctx.resolve(r.file_id)?;
-    let conn_id = ctx.conn.id;
     let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
     if open.share.read_only() {
         return Err(NtStatus::ACCESS_DENIED);
@@ -57,7 +56,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if open.access & WRITE_ACCESS == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let owner = open.owner(conn_id);
+    let owner = open.owner();
     let (file_key, granted) = (open.file_key, open.access);
     let write_through = r.flags & WRITE_THROUGH != 0 || open.create_options & options::WRITE_THROUGH != 0;
     let h = match &mut open.kind {
