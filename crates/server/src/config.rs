@@ -179,6 +179,19 @@ pub struct ServerConfig {
     /// Accept SMB2_TRANSPORT_CAPABILITIES' ACCEPT_TRANSPORT_LEVEL_SECURITY on
     /// QUIC (then QUIC's TLS protects the data and SMB does not encrypt).
     pub allow_transport_security: bool,
+    /// The addresses clients may open further channels to, as
+    /// FSCTL_QUERY_NETWORK_INTERFACE_INFO lists them (the transport finds
+    /// them; empty: the connection's own address only).
+    pub interfaces: Vec<NetInterface>,
+}
+
+/// One address of a network interface (MS-SMB2 2.2.32.5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetInterface {
+    pub index: u32,
+    pub addr: std::net::IpAddr,
+    /// Bits per second.
+    pub link_speed: u64,
 }
 
 impl Default for ServerConfig {
@@ -191,6 +204,7 @@ impl Default for ServerConfig {
             signing_required: false,
             encrypt: EncryptPolicy::Desired,
             allow_transport_security: true,
+            interfaces: Vec::new(),
         }
     }
 }

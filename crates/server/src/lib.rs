@@ -26,6 +26,6 @@ pub mod server;
 pub mod session;
 pub mod tree;
 
-pub use config::{check_range, EncryptPolicy, Limits, ServerConfig, ShareConfig};
+pub use config::{check_range, EncryptPolicy, Limits, NetInterface, ServerConfig, ShareConfig};
 pub use connection::{Connection, Fatal, TransportInfo, TransportKind};
 pub use server::Server;

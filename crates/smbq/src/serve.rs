@@ -109,6 +109,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         signing_required: args.signing_required || file.signing_required.unwrap_or(false),
         encrypt: args.encrypt.or(file.encrypt).unwrap_or_default(),
         allow_transport_security: qs.transport_security,
+        // Where multichannel clients may open further channels: the TCP
+        // listener's addresses (the default listens on all of them).
+        interfaces: smbq_transport::interfaces::reachable(
+            args.tcp.or(file.tcp).map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip()),
+        ),
         ..ServerConfig::default()
     };
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);

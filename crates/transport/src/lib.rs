@@ -14,6 +14,7 @@
 //! payload goes on in the chunks quinn returns (a `Frame`'s tail), so
 //! that a WRITE reaches the file without another copy.
 
+pub mod interfaces;
 pub mod quic;
 pub mod tcp;
 pub mod tls;

@@ -324,22 +324,38 @@ fn validate_negotiate(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, out: &mut Vec<u8>
     Ok(NtStatus::SUCCESS)
 }
 
-/// FSCTL_QUERY_NETWORK_INTERFACE_INFO (MS-SMB2 3.3.5.15.11): one
-/// interface, index 1, no RSS/RDMA, 10 Gbit/s. The engine is not told its
-/// own address, so it is only known for a loopback peer (the loopback of
-/// the same family); otherwise the answer is Samba's for a server without
-/// multi-channel (FS_DRIVER_REQUIRED on IPC$, else INVALID_DEVICE_REQUEST).
+/// FSCTL_QUERY_NETWORK_INTERFACE_INFO (MS-SMB2 3.3.5.15.11): the
+/// addresses the server listens on (`ServerConfig::interfaces`, found by
+/// the transport with their link speeds), chained by Next; no RSS/RDMA.
+/// Without that list: the connection's own address, index 1, 10 Gbit/s;
+/// when that is not known either (only for a loopback peer is it
+/// guessed), the answer is Samba's for a server without multi-channel
+/// (FS_DRIVER_REQUIRED on IPC$, else INVALID_DEVICE_REQUEST).
 fn network_interfaces(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>) -> HResult {
-    let addr = match ctx.conn.info.local.or(ctx.conn.info.peer).map(|p| p.ip()) {
-        Some(ip) if ctx.conn.info.local.is_some() => ip,
-        Some(ip @ IpAddr::V4(_)) if ip.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        Some(ip @ IpAddr::V6(_)) if ip.is_loopback() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        _ => return Err(if ipc { NtStatus::FS_DRIVER_REQUIRED } else { NtStatus::INVALID_DEVICE_REQUEST }),
-    };
-    if (r.max_output_response as usize) < NETWORK_INTERFACE_INFO_LEN {
+    let mut list: Vec<(u32, u64, IpAddr)> =
+        ctx.conn.server.config.interfaces.iter().map(|i| (i.index, i.link_speed, i.addr)).collect();
+    if list.is_empty() {
+        let addr = match ctx.conn.info.local.or(ctx.conn.info.peer).map(|p| p.ip()) {
+            Some(ip) if ctx.conn.info.local.is_some() => ip,
+            Some(ip @ IpAddr::V4(_)) if ip.is_loopback() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Some(ip @ IpAddr::V6(_)) if ip.is_loopback() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            _ => return Err(if ipc { NtStatus::FS_DRIVER_REQUIRED } else { NtStatus::INVALID_DEVICE_REQUEST }),
+        };
+        list.push((1, LINK_SPEED, addr));
+    }
+    if (r.max_output_response as usize) < list.len() * NETWORK_INTERFACE_INFO_LEN {
         return Err(NtStatus::BUFFER_TOO_SMALL);
     }
-    encode_network_interface(out, 1, 0, LINK_SPEED, addr);
+    let count = list.len();
+    for (n, (index, speed, addr)) in list.into_iter().enumerate() {
+        let start = out.len();
+        encode_network_interface(out, index, 0, speed, addr);
+        if n + 1 < count {
+            if let Some(next) = out.get_mut(start..start + 4) {
+                next.copy_from_slice(&(NETWORK_INTERFACE_INFO_LEN as u32).to_le_bytes());
+            }
+        }
+    }
     Ok(NtStatus::SUCCESS)
 }
 
@@ -372,9 +388,14 @@ pub(crate) mod harness {
     pub const IPC: u32 = 2;
 
     pub fn new() -> H {
+        with_interfaces(Vec::new())
+    }
+
+    /// A server whose transport found `interfaces`.
+    pub fn with_interfaces(interfaces: Vec<crate::NetInterface>) -> H {
         let dir = tempfile::tempdir().unwrap();
         let share = ShareConfig { encrypt: EncryptPolicy::Off, ..ShareConfig::new("data", dir.path()) };
-        let cfg = ServerConfig { shares: vec![share], ..Default::default() };
+        let cfg = ServerConfig { shares: vec![share], interfaces, ..Default::default() };
         let server = Arc::new(Server::new(cfg, UserDb::new()).unwrap());
         let info = TransportInfo { kind: TransportKind::Tcp, peer: Some("127.0.0.1:50000".parse().unwrap()), local: None, secure: false };
         let mut conn = Connection::new(server.clone(), info, Instant::now());
@@ -566,6 +587,25 @@ mod tests {
         v.encode(&mut input);
         let (r, _) = ioctl(&mut h, IPC, fsctl::VALIDATE_NEGOTIATE_INFO, FileId::RELATED, &input, 24);
         assert_eq!(r, Err(NtStatus::ACCESS_DENIED));
+    }
+
+    #[test]
+    fn network_interfaces_are_chained_by_next() {
+        let iface = |index, addr: &str, gbit: u64| crate::NetInterface { index, addr: addr.parse().unwrap(), link_speed: gbit * 1_000_000_000 };
+        let mut h = harness::with_interfaces(vec![iface(2, "10.1.0.1", 25), iface(3, "fd00::1", 1)]);
+        let (r, body) = ioctl(&mut h, IPC, fsctl::QUERY_NETWORK_INTERFACE_INFO, FileId::RELATED, &[], 65536);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        let out = output(&body);
+        assert_eq!(out.len(), 2 * NETWORK_INTERFACE_INFO_LEN);
+        let (a, b) = out.split_at(NETWORK_INTERFACE_INFO_LEN);
+        // Next, IfIndex, LinkSpeed, then the sockaddr (family 2, port, address).
+        assert_eq!(&a[..8], &[152, 0, 0, 0, 2, 0, 0, 0]);
+        assert_eq!(&a[16..24], &25_000_000_000u64.to_le_bytes());
+        assert_eq!(&a[24..32], &[2, 0, 0, 0, 10, 1, 0, 1]);
+        assert_eq!(&b[..8], &[0, 0, 0, 0, 3, 0, 0, 0]);
+        assert_eq!(&b[24..26], &[0x17, 0]);
+        let (r, _) = ioctl(&mut h, IPC, fsctl::QUERY_NETWORK_INTERFACE_INFO, FileId::RELATED, &[], 200);
+        assert_eq!(r, Err(NtStatus::BUFFER_TOO_SMALL));
     }
 
     #[test]
