@@ -7,6 +7,11 @@ smbq-interop-smbrs``). One run connects, lists the share, writes a file of
 seeded pseudo-random data, reads it back and compares SHA-256, lists, deletes
 and lists again; it prints one JSON object. smbq only: smbd has no QUIC and
 this is about smbq's transports.
+
+Multichannel: ``--multichannel`` writes a file over one connection, binds its
+session to a second connection (SESSION_SETUP with SMB2_SESSION_FLAG_BINDING)
+and reads the file back in READs larger than 1 MiB alternating between the
+two channels.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -29,6 +35,9 @@ QUIC_MIB = 64 if QUICK else 256
 # ACK: about 20 MB/s on loopback whatever the server does. Keep TCP small.
 TCP_MIB = 16
 SEED = 20250501
+# Multichannel: 4 READs of 4 MiB, two on each channel.
+MC_MIB = 16
+MC_READ_MIB = 4
 TIMEOUT = 900
 
 
@@ -131,3 +140,51 @@ def test_smbrs_quic_rejects_untrusted_certificate(start_server):
     report = json.loads(r.stdout)
     assert r.returncode != 0 and report["ok"] is False
     assert report["steps"] == []
+
+
+def test_smbrs_multichannel_reads_on_both_channels(start_server):
+    """Two connections bind one session (multichannel) and a READ larger
+    than 1 MiB is answered on each.
+
+    The second connection goes to the same address again, as a client with
+    an RSS interface does (the test server listens on loopback only; the
+    client's ``--second-server`` names another address where a server
+    listens on more than one). "sign": smb-rs 0.12.1
+    encrypts the binding SESSION_SETUP of a session that encrypts, which a
+    connection the session is not on yet cannot decrypt (MS-SMB2 3.3.5.2.1.1:
+    smbq disconnects, smbd answers INVALID_PARAMETER).
+    """
+    second = "127.0.0.1"
+    server = start_server("smbq", "sign")
+    report = _run(server, "tcp", server.port, MC_MIB,
+                  ["--multichannel", "--second-server", second, "--chunk-mib", str(MC_READ_MIB)])
+    mc = report["multichannel"]
+    chans = mc["channels"]
+    print("\n".join(f"channel {c['id']} ({c['role']}, {c['address']}): {c['reads']} READs, {c['bytes']} B, "
+                     f"largest {c['largest_read']} B, {c['reads_over_1mib']} over 1 MiB" for c in chans))
+    print("\n".join(re.sub(r"\x1b\[[0-9;]*m", "", line)
+                    for line in server.log.text().splitlines() if "channel bound" in line))
+
+    assert report["dialect"] == "Smb0311"
+    assert len(report["sha256_written"]) == 64
+    assert report["sha256_read"] == report["sha256_written"] == _expected_sha256(SEED, MC_MIB << 20)
+    assert [s["name"] for s in report["steps"]] == [
+        "connect", "create", "write", "bind", "read", "delete", "disconnect"]
+    assert mc["mode"] == "bind" and mc["second_server"] == second
+    assert report["max_read_size"] > 1 << 20
+    assert mc["read_size"] == MC_READ_MIB << 20
+
+    # One session, two channels: the primary and the one bound to it.
+    assert [c["role"] for c in chans] == ["primary", "bound"]
+    assert len({c["id"] for c in chans}) == 2
+    assert chans[0]["address"] == f"127.0.0.1:{server.port}"
+    assert chans[1]["address"] == f"{second}:{server.port}"
+    for c in chans:
+        assert c["max_read_size"] > 1 << 20
+        assert c["reads_over_1mib"] >= 1 and c["largest_read"] > 1 << 20, (
+            f"channel {c['id']} ({c['role']}) answered no READ larger than 1 MiB: {c}")
+    assert sum(c["bytes"] for c in chans) == MC_MIB << 20
+    assert chans[0]["bytes"] == chans[1]["bytes"] == MC_MIB << 19
+
+    # The client deleted its file.
+    assert sorted(os.listdir(server.share_dir)) == []

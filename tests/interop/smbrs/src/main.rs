@@ -11,6 +11,12 @@
 //! step lines. Exit status 1 on any failure, 2 on bad arguments. `RUST_LOG`
 //! (e.g. `RUST_LOG=smb=debug`) turns on smb-rs's own log on stderr.
 //!
+//! `--multichannel` (TCP): one session over two connections instead, the
+//! second bound to the session (MS-SMB2 3.3.5.5.2) at `--second-server`, and
+//! the file read back in READs larger than 1 MiB alternating between the two
+//! channels; `--multichannel-auto` lets smb-rs find its channels itself. See
+//! multichannel.rs.
+//!
 //! smb-rs 0.12 quirks this client works around:
 //! * its directory query can hang after the last entry on tokio's
 //!   multi-threaded runtime: we run on the current-thread runtime;
@@ -25,6 +31,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod data;
+mod multichannel;
 mod tls;
 
 use std::future::Future;
@@ -102,6 +109,19 @@ struct Args {
     /// Print one JSON object instead of the step lines.
     #[arg(long)]
     json: bool,
+    /// Multichannel (TCP only): write the file, bind the session to a second
+    /// connection at --second-server, read the file back alternating between
+    /// the two channels, delete it (multichannel.rs).
+    #[arg(long, conflicts_with = "multichannel_auto")]
+    multichannel: bool,
+    /// The second connection's server address in --multichannel mode (an IP
+    /// literal; same --port). smb-rs keeps one connection per address.
+    #[arg(long, default_value = "127.0.0.2")]
+    second_server: String,
+    /// Like --multichannel, but with smb-rs's automatic multichannel: it binds
+    /// the session to the interfaces FSCTL_QUERY_NETWORK_INTERFACE_INFO lists.
+    #[arg(long)]
+    multichannel_auto: bool,
 }
 
 /// One timed step of the run.
@@ -133,6 +153,8 @@ struct Report {
     chunk: Option<usize>,
     sha256_written: Option<String>,
     sha256_read: Option<String>,
+    /// --multichannel / --multichannel-auto: the channels and what they carried.
+    multichannel: Option<multichannel::McReport>,
     print_steps: bool,
 }
 
@@ -464,7 +486,7 @@ fn json_report(args: &Args, report: &Report, result: &Result<()>) -> Value {
         .iter()
         .map(|s| json!({"name": s.name, "seconds": s.seconds, "bytes": s.bytes, "mb_s": s.mb_per_s(), "detail": s.detail}))
         .collect();
-    json!({
+    let mut out = json!({
         "ok": result.is_ok(),
         "error": result.as_ref().err().map(|e| format!("{e:#}")),
         "transport": format!("{:?}", args.transport).to_lowercase(),
@@ -483,7 +505,11 @@ fn json_report(args: &Args, report: &Report, result: &Result<()>) -> Value {
         "write_mb_s": report.rate_of("write"),
         "read_mb_s": report.rate_of("read"),
         "steps": steps,
-    })
+    });
+    if let (Some(mc), Some(map)) = (&report.multichannel, out.as_object_mut()) {
+        map.insert("multichannel".into(), mc.to_json());
+    }
+    out
 }
 
 fn main() -> std::process::ExitCode {
@@ -499,7 +525,11 @@ fn main() -> std::process::ExitCode {
         }
     };
     let mut report = Report { print_steps: !args.json, ..Default::default() };
-    let result = runtime.block_on(run(&args, &mut report));
+    let result = if args.multichannel || args.multichannel_auto {
+        runtime.block_on(multichannel::run(&args, &mut report))
+    } else {
+        runtime.block_on(run(&args, &mut report))
+    };
     if args.json {
         println!("{}", json_report(&args, &report, &result));
     }

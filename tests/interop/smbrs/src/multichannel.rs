@@ -1,0 +1,591 @@
+//! `--multichannel`: one session over two TCP connections (SMB multichannel,
+//! MS-SMB2 3.3.5.5.2 session binding), and the file read back over both.
+//!
+//! The primary connection negotiates (advertising CAP_MULTI_CHANNEL), logs
+//! on, connects the share and writes `--size-mib` MiB of the seeded content.
+//! A second connection then goes to `--second-server` (same port; another
+//! address, as to a second interface, or the same one again, as a client does
+//! to an RSS interface), negotiates with the same ClientGuid and binds the
+//! session to itself with `Connection::bind_session` (a SESSION_SETUP with
+//! SMB2_SESSION_FLAG_BINDING, signed). The file is then
+//! reopened and read back in READs of `--chunk-mib` MiB (capped at the smaller
+//! negotiated MaxReadSize; it must stay above 1 MiB), request `i` going over
+//! channel `i % 2` (`File::read_at_channel`), so both channels carry large
+//! READs of one open of one tree of one session. The JSON report counts the
+//! READs and bytes each channel answered. The file is deleted at the end.
+//!
+//! `--multichannel-auto` tries smb-rs's own multichannel instead
+//! (`MultiChannelConfig::Always`): `Client::share_connect` connects IPC$,
+//! asks the server for FSCTL_QUERY_NETWORK_INTERFACE_INFO and binds the
+//! session to every interface other than the one it is connected to. The
+//! report lists the interfaces the server gave and the channels smb-rs set
+//! up, then reads over all of them; fewer than two channels is a failure.
+//!
+//! The explicit mode builds its connections with the lower-level
+//! `Connection` API rather than `Client`: smb-rs's automatic multichannel
+//! runs inside `Client::share_connect` whenever CAP_MULTI_CHANNEL is
+//! advertised, and `Client` refuses a second connection to an address it
+//! already has one to.
+//!
+//! smb-rs 0.12.1 encrypts the binding SESSION_SETUP of a session that
+//! encrypts (`ChannelMessageHandler::sendo`), which the new connection cannot
+//! decrypt (MS-SMB2 3.3.5.2.1.1: smbq disconnects, smbd answers
+//! INVALID_PARAMETER): run this against a share and server that only sign.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use futures::stream::{self, StreamExt, TryStreamExt};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use smb::connection::MultiChannelConfig;
+use smb::transport::TransportConfig;
+use smb::{
+    Client, ClientConfig, Connection, ConnectionConfig, CreateOptions, File, FileAccessMask, FileAttributes,
+    FileCreateArgs, FileDispositionInformation, Guid, ReadAtChannel, Tree, UncPath,
+};
+
+use crate::{chunks, data, hex, into_file, smb_err, within, Args, Report, Transport};
+
+/// READs must be larger than this to count as large (the point of the test).
+const ONE_MIB: usize = 1 << 20;
+
+/// What one channel of the session carried.
+#[derive(Debug)]
+pub(crate) struct ChannelStats {
+    id: u32,
+    /// "primary", "bound" (our explicit bind) or "auto" (set up by smb-rs).
+    role: &'static str,
+    /// Where its connection goes, when known.
+    address: Option<String>,
+    /// MaxReadSize negotiated on its connection, when known.
+    max_read: Option<u32>,
+    /// READ responses it answered, and the bytes in them.
+    reads: u64,
+    bytes: u64,
+    /// The largest single READ response.
+    largest_read: u64,
+    /// READ responses of more than 1 MiB.
+    reads_over_1mib: u64,
+}
+
+impl ChannelStats {
+    fn new(id: u32, role: &'static str, address: Option<String>, max_read: Option<u32>) -> Self {
+        ChannelStats { id, role, address, max_read, reads: 0, bytes: 0, largest_read: 0, reads_over_1mib: 0 }
+    }
+
+    fn count(&mut self, answered: usize) {
+        let n = answered as u64;
+        self.reads += 1;
+        self.bytes += n;
+        self.largest_read = self.largest_read.max(n);
+        if answered > ONE_MIB {
+            self.reads_over_1mib += 1;
+        }
+    }
+}
+
+/// The multichannel part of the report, filled in as the run goes.
+#[derive(Debug, Default)]
+pub(crate) struct McReport {
+    mode: &'static str,
+    second_server: Option<String>,
+    session_id: Option<u64>,
+    /// Bytes per READ request.
+    read_size: Option<usize>,
+    channels: Vec<ChannelStats>,
+    /// FSCTL_QUERY_NETWORK_INTERFACE_INFO as the server answered it (auto mode).
+    interfaces: Option<Vec<Value>>,
+}
+
+impl McReport {
+    pub(crate) fn to_json(&self) -> Value {
+        let channels: Vec<Value> = self
+            .channels
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id, "role": c.role, "address": c.address, "max_read_size": c.max_read,
+                    "reads": c.reads, "bytes": c.bytes, "largest_read": c.largest_read,
+                    "reads_over_1mib": c.reads_over_1mib,
+                })
+            })
+            .collect();
+        json!({
+            "mode": self.mode,
+            "second_server": self.second_server,
+            "session_id": self.session_id,
+            "read_size": self.read_size,
+            "channels": channels,
+            "interfaces": self.interfaces,
+        })
+    }
+
+    fn channel_mut(&mut self, id: u32) -> Option<&mut ChannelStats> {
+        self.channels.iter_mut().find(|c| c.id == id)
+    }
+}
+
+fn identity(args: &Args) -> Result<sspi::AuthIdentity> {
+    let username = sspi::Username::parse(&args.user).map_err(|e| anyhow!("user name {:?}: {e}", args.user))?;
+    Ok(sspi::AuthIdentity { username, password: sspi::Secret::from(args.password.clone()) })
+}
+
+fn socket_addr(ip: &str, port: u16, what: &str) -> Result<SocketAddr> {
+    let ip: IpAddr = ip.parse().with_context(|| format!("{what} {ip:?} is not an IP address"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Both modes: checks, the connection configuration (CAP_MULTI_CHANNEL on).
+pub(crate) async fn run(args: &Args, report: &mut Report) -> Result<()> {
+    let limit = Duration::from_secs(args.step_timeout_secs);
+    ensure!(args.transport == Transport::Tcp, "--multichannel is implemented over --transport tcp only");
+    ensure!(args.root_cert.is_none(), "--root-cert only applies to --transport quic");
+    let size = args.size_mib.checked_mul(1 << 20).context("--size-mib is too large")?;
+    ensure!(size > 0, "--size-mib must be at least 1");
+    ensure!(args.depth > 0, "--depth must be at least 1");
+    ensure!(args.chunk_mib > 1, "--chunk-mib must be at least 2: the READs must be larger than 1 MiB");
+    let config = ConnectionConfig {
+        port: Some(args.port),
+        timeout: Some(limit),
+        transport: TransportConfig::Tcp,
+        credits_backlog: Some(args.credits),
+        smb2_only_negotiate: args.smb2_only_negotiate,
+        // Advertise CAP_MULTI_CHANNEL: a server grants it only to a client that asks.
+        multichannel: MultiChannelConfig::Always,
+        ..Default::default()
+    };
+    let name = args.file_name.clone().unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        format!("smbrs-mc-{}-{nanos}.bin", std::process::id())
+    });
+    if args.multichannel_auto {
+        run_auto(args, report, config, &name, size, limit).await
+    } else {
+        run_bind(args, report, config, &name, size, limit).await
+    }
+}
+
+/// Explicit binding: primary connection, session, tree; write; second
+/// connection bound to the session; read over both; delete; tear down.
+async fn run_bind(
+    args: &Args,
+    report: &mut Report,
+    config: ConnectionConfig,
+    name: &str,
+    size: u64,
+    limit: Duration,
+) -> Result<()> {
+    report.multichannel = Some(McReport {
+        mode: "bind",
+        second_server: Some(args.second_server.clone()),
+        ..Default::default()
+    });
+    let identity = identity(args)?;
+    let share = UncPath::new(&args.server)
+        .and_then(|u| u.with_share(&args.share))
+        .map_err(smb_err("share path"))?;
+    let primary_addr = socket_addr(&args.server, args.port, "--server")?;
+    let second_addr = socket_addr(&args.second_server, args.port, "--second-server")?;
+    // One ClientGuid for both connections: a channel joins a session of its own client.
+    let client_guid = Guid::generate();
+
+    // Primary: transport, negotiate, NTLM session setup, tree connect.
+    let t = Instant::now();
+    let conn1 = Connection::build(&args.server, primary_addr, client_guid, config.clone())
+        .map_err(smb_err("primary connection"))?;
+    let (session, tree) = within(limit, "connect", async {
+        conn1.connect().await.map_err(smb_err(format!("connect to {primary_addr}")))?;
+        let session =
+            conn1.authenticate(identity.clone()).await.map_err(smb_err(format!("session setup on {primary_addr}")))?;
+        let tree = session.tree_connect(&share).await.map_err(smb_err(format!("tree connect {share}")))?;
+        Ok((session, tree))
+    })
+    .await?;
+    let info = conn1.conn_info().context("primary connection has no negotiated state")?;
+    let neg = &info.negotiation;
+    report.dialect = Some(format!("{:?}", neg.dialect_rev));
+    report.cipher = neg.encryption_cipher.map(|c| format!("{c:?}"));
+    report.max_read = Some(neg.max_read_size);
+    report.max_write = Some(neg.max_write_size);
+    ensure!(
+        neg.caps.multi_channel(),
+        "the server did not grant CAP_MULTI_CHANNEL on the primary connection (capabilities {:?})",
+        neg.caps
+    );
+    let primary_id = session.channel_id();
+    if let Some(mc) = report.multichannel.as_mut() {
+        mc.session_id = Some(session.session_id());
+        mc.channels.push(ChannelStats::new(
+            primary_id,
+            "primary",
+            Some(primary_addr.to_string()),
+            Some(neg.max_read_size),
+        ));
+    }
+    report.record(
+        "connect",
+        t,
+        None,
+        format!(
+            "tcp to {primary_addr}, dialect {:?}, cipher {:?}, max read/write {}/{} B, session {:#x}, channel {primary_id}",
+            neg.dialect_rev,
+            neg.encryption_cipher,
+            neg.max_read_size,
+            neg.max_write_size,
+            session.session_id()
+        ),
+    );
+    let write_chunk = (args.chunk_mib as usize * ONE_MIB).min(neg.max_write_size as usize);
+    ensure!(write_chunk > 0, "server negotiated a zero maximum write size");
+
+    write_file(args, report, &tree, name, size, write_chunk, limit).await?;
+
+    // The second channel: another connection, same ClientGuid, session bound to it.
+    let t = Instant::now();
+    let conn2 = Connection::build(&args.server, second_addr, client_guid, config)
+        .map_err(smb_err("second connection"))?;
+    let bound_id = within(limit, "bind", async {
+        conn2.connect().await.map_err(smb_err(format!("connect to {second_addr}")))?;
+        conn2
+            .bind_session(&session, identity.clone())
+            .await
+            .map_err(smb_err(format!("bind session {:#x} to the connection to {second_addr}", session.session_id())))
+    })
+    .await?;
+    let info2 = conn2.conn_info().context("second connection has no negotiated state")?;
+    let max_read2 = info2.negotiation.max_read_size;
+    if let Some(mc) = report.multichannel.as_mut() {
+        mc.channels.push(ChannelStats::new(bound_id, "bound", Some(second_addr.to_string()), Some(max_read2)));
+    }
+    report.record(
+        "bind",
+        t,
+        None,
+        format!(
+            "tcp to {second_addr}, dialect {:?}, max read {max_read2} B, session {:#x} bound as channel {bound_id}",
+            info2.negotiation.dialect_rev,
+            session.session_id()
+        ),
+    );
+    ensure!(bound_id != primary_id, "the bound channel has the primary's id {primary_id}");
+
+    let read_size = (args.chunk_mib as usize * ONE_MIB).min(neg.max_read_size as usize).min(max_read2 as usize);
+    ensure!(
+        read_size > ONE_MIB,
+        "negotiated MaxReadSize {} / {max_read2} B leaves no READ larger than 1 MiB",
+        neg.max_read_size
+    );
+    report.chunk = Some(read_size);
+    read_back(args, report, &tree, name, size, read_size, &[primary_id, bound_id], limit).await?;
+
+    delete_file(report, &tree, name, limit).await?;
+
+    let t = Instant::now();
+    within(limit, "disconnect", async {
+        tree.disconnect().await.map_err(smb_err("tree disconnect"))?;
+        session.logoff().await.map_err(smb_err("logoff"))?;
+        conn2.close().await.map_err(smb_err("close second connection"))?;
+        conn1.close().await.map_err(smb_err("close primary connection"))
+    })
+    .await?;
+    report.record("disconnect", t, None, String::new());
+    Ok(())
+}
+
+/// smb-rs's own multichannel: whatever channels `share_connect` sets up.
+async fn run_auto(
+    args: &Args,
+    report: &mut Report,
+    config: ConnectionConfig,
+    name: &str,
+    size: u64,
+    limit: Duration,
+) -> Result<()> {
+    report.multichannel = Some(McReport { mode: "auto", ..Default::default() });
+    let client = Client::new(ClientConfig { dfs: false, connection: config, ..Default::default() });
+    let share = UncPath::new(&args.server)
+        .and_then(|u| u.with_share(&args.share))
+        .map_err(smb_err("share path"))?;
+
+    let t = Instant::now();
+    within(limit, "connect", async {
+        client
+            .share_connect(&share, &args.user, args.password.clone())
+            .await
+            .map_err(smb_err(format!("connect to {share} on port {}", args.port)))
+    })
+    .await?;
+    let conn = client.get_connection(&args.server).await.map_err(smb_err("connection"))?;
+    let info = conn.conn_info().context("connection has no negotiated state")?;
+    let neg = &info.negotiation;
+    report.dialect = Some(format!("{:?}", neg.dialect_rev));
+    report.cipher = neg.encryption_cipher.map(|c| format!("{c:?}"));
+    report.max_read = Some(neg.max_read_size);
+    report.max_write = Some(neg.max_write_size);
+    let session = client.get_session(&share).await.map_err(smb_err("session"))?;
+    let primary_id = session.channel_id();
+    let channels = client.get_channels(&share).await.map_err(smb_err("channels"))?;
+    let mut ids: Vec<u32> = channels.keys().copied().collect();
+    ids.sort_unstable();
+
+    // What the server lists (smb-rs only logs it); IPC$ is connected already
+    // if smb-rs got as far as asking, and connecting it again is a no-op.
+    let interfaces = async {
+        client.ipc_connect(&args.server, &args.user, args.password.clone()).await?;
+        let ipc = client.get_tree(&UncPath::ipc_share(&args.server)?).await?;
+        ipc.as_ipc_tree()?.query_network_interfaces().await
+    };
+    let interfaces = match within(limit, "interfaces", async { interfaces.await.map_err(smb_err("query")) }).await {
+        Ok(list) => list
+            .iter()
+            .map(|i| {
+                json!({
+                    "if_index": i.if_index, "address": i.sockaddr.socket_addr().to_string(),
+                    "link_speed": i.link_speed, "rss": i.capability.rss(), "rdma": i.capability.rdma(),
+                })
+            })
+            .collect(),
+        Err(e) => vec![json!({"error": format!("{e:#}")})],
+    };
+    if let Some(mc) = report.multichannel.as_mut() {
+        mc.session_id = Some(session.session_id());
+        mc.interfaces = Some(interfaces);
+        for &id in &ids {
+            let primary = id == primary_id;
+            mc.channels.push(ChannelStats::new(
+                id,
+                if primary { "primary" } else { "auto" },
+                primary.then(|| info.server_address.to_string()),
+                primary.then_some(neg.max_read_size),
+            ));
+        }
+    }
+    report.record(
+        "connect",
+        t,
+        None,
+        format!("tcp to {}, {} channel(s) {ids:?}, primary {primary_id}", info.server_address, ids.len()),
+    );
+    ensure!(
+        ids.len() >= 2,
+        "smb-rs set up no further channel (it binds to listed interfaces other than the one it is connected to; \
+         see multichannel.interfaces, and RUST_LOG=smb=debug for its reason)"
+    );
+
+    let tree = client.get_tree(&share).await.map_err(smb_err("tree"))?;
+    let write_chunk = (args.chunk_mib as usize * ONE_MIB).min(neg.max_write_size as usize);
+    write_file(args, report, &tree, name, size, write_chunk, limit).await?;
+    let read_size = (args.chunk_mib as usize * ONE_MIB).min(neg.max_read_size as usize);
+    ensure!(read_size > ONE_MIB, "negotiated MaxReadSize {} B leaves no READ larger than 1 MiB", neg.max_read_size);
+    report.chunk = Some(read_size);
+    read_back(args, report, &tree, name, size, read_size, &ids, limit).await?;
+    delete_file(report, &tree, name, limit).await?;
+
+    let t = Instant::now();
+    drop((tree, session, conn));
+    within(limit, "disconnect", async { client.close().await.map_err(smb_err("disconnect")) }).await?;
+    report.record("disconnect", t, None, String::new());
+    Ok(())
+}
+
+/// Creates `name` and writes the seeded content to it over the primary channel.
+async fn write_file(
+    args: &Args,
+    report: &mut Report,
+    tree: &Tree,
+    name: &str,
+    size: u64,
+    chunk: usize,
+    limit: Duration,
+) -> Result<()> {
+    let t = Instant::now();
+    let file = within(limit, "create", async {
+        let res = tree
+            .create(name, &FileCreateArgs::make_create_new(FileAttributes::new(), CreateOptions::new()))
+            .await
+            .map_err(smb_err(format!("create {name}")))?;
+        into_file(res, name)
+    })
+    .await?;
+    report.record("create", t, None, name.to_string());
+
+    let t = Instant::now();
+    let parts = chunks(size, chunk);
+    let mut hasher = Sha256::new();
+    let file_ref = &file;
+    stream::iter(parts.iter().copied())
+        .map(|(off, len)| {
+            let mut buf = vec![0u8; len];
+            data::fill(&mut buf, args.seed, off);
+            hasher.update(&buf);
+            let buf: Arc<[u8]> = buf.into();
+            async move {
+                let n = within(limit, "WRITE", async {
+                    file_ref.write_block_zc(buf, off, None).await.with_context(|| format!("WRITE at offset {off}"))
+                })
+                .await?;
+                ensure!(n == len, "WRITE at offset {off}: server wrote {n} of {len} bytes");
+                Ok(())
+            }
+        })
+        .buffered(args.depth)
+        .try_collect::<()>()
+        .await?;
+    within(limit, "close", async { file.close().await.map_err(smb_err("close after write")) }).await?;
+    let written = hex(&hasher.finalize());
+    report.sha256_written = Some(written.clone());
+    report.record("write", t, Some(size), format!("{} requests of {chunk} B, sha256 {written}", parts.len()));
+    Ok(())
+}
+
+/// Reads exactly `buf.len()` bytes at `off` over `channel`; returns the size
+/// of every READ response (more than one after a short read).
+async fn read_full_on(file: &File, buf: &mut [u8], off: u64, channel: u32) -> Result<Vec<usize>> {
+    let mut done = 0;
+    let mut answered = Vec::with_capacity(1);
+    while done < buf.len() {
+        let at = off + done as u64;
+        let n = file
+            .read_at_channel(&mut buf[done..], at, Some(channel))
+            .await
+            .map_err(|e| anyhow!("READ of {} B at offset {at} on channel {channel}: {e}", buf.len() - done))?;
+        ensure!(n > 0, "READ at offset {at} on channel {channel}: end of file, {} bytes short", buf.len() - done);
+        answered.push(n);
+        done += n;
+    }
+    Ok(answered)
+}
+
+/// Reopens `name` (a handle reads nothing past the size it was opened with)
+/// and reads it back, request `i` over `channels[i % channels.len()]`.
+#[allow(clippy::too_many_arguments)]
+async fn read_back(
+    args: &Args,
+    report: &mut Report,
+    tree: &Tree,
+    name: &str,
+    size: u64,
+    read_size: usize,
+    channels: &[u32],
+    limit: Duration,
+) -> Result<()> {
+    ensure!(!channels.is_empty(), "no channel to read over");
+    if let Some(mc) = report.multichannel.as_mut() {
+        mc.read_size = Some(read_size);
+    }
+    let t = Instant::now();
+    let file = within(limit, "open", async {
+        let access = FileAccessMask::new().with_generic_read(true);
+        let res = tree
+            .create(name, &FileCreateArgs::make_open_existing(access))
+            .await
+            .map_err(smb_err(format!("open {name}")))?;
+        into_file(res, name)
+    })
+    .await?;
+    let len = smb::GetLen::get_len(&file).await.map_err(smb_err("file size"))?;
+    ensure!(len == size, "{name} is {len} bytes after writing {size}");
+    let parts = chunks(size, read_size);
+    let mut hasher = Sha256::new();
+    let mut mismatch: Option<u64> = None;
+    let mut expected = Vec::new();
+    let file_ref = &file;
+    let mut reads = stream::iter(parts.iter().copied().enumerate())
+        .map(|(i, (off, len))| {
+            let channel = channels[i % channels.len()];
+            async move {
+                let mut buf = vec![0u8; len];
+                let answered = within(limit, "READ", read_full_on(file_ref, &mut buf, off, channel)).await?;
+                Ok::<_, anyhow::Error>((off, channel, buf, answered))
+            }
+        })
+        .buffered(args.depth);
+    let mut failure = None;
+    while let Some(r) = reads.next().await {
+        let (off, channel, buf, answered) = match r {
+            Ok(v) => v,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        if let Some(c) = report.multichannel.as_mut().and_then(|mc| mc.channel_mut(channel)) {
+            answered.iter().for_each(|&n| c.count(n));
+        }
+        hasher.update(&buf);
+        if mismatch.is_none() {
+            expected.resize(buf.len(), 0);
+            data::fill(&mut expected, args.seed, off);
+            if buf != expected {
+                let i = buf.iter().zip(&expected).position(|(a, b)| a != b).unwrap_or(0);
+                mismatch = Some(off + i as u64);
+            }
+        }
+    }
+    drop(reads);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    within(limit, "close", async { file.close().await.map_err(smb_err("close after read")) }).await?;
+    let read = hex(&hasher.finalize());
+    report.sha256_read = Some(read.clone());
+    let per_channel = report
+        .multichannel
+        .as_ref()
+        .map(|mc| {
+            mc.channels
+                .iter()
+                .map(|c| format!("channel {} ({}): {} READs, {} B", c.id, c.role, c.reads, c.bytes))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default();
+    report.record("read", t, Some(size), format!("{read_size} B per READ; {per_channel}; sha256 {read}"));
+    if let Some(at) = mismatch {
+        bail!("data read back differs from data written, first at byte {at}");
+    }
+    let written = report.sha256_written.clone().unwrap_or_default();
+    ensure!(read == written, "sha256 of data read back {read} != written {written}");
+    Ok(())
+}
+
+/// Deletes `name` (delete-on-close through FileDispositionInformation).
+async fn delete_file(report: &mut Report, tree: &Tree, name: &str, limit: Duration) -> Result<()> {
+    let t = Instant::now();
+    within(limit, "delete", async {
+        let access = FileAccessMask::new().with_delete(true);
+        let res = tree
+            .create(name, &FileCreateArgs::make_open_existing(access))
+            .await
+            .map_err(smb_err(format!("open {name} for delete")))?;
+        let f = into_file(res, name)?;
+        f.set_info(FileDispositionInformation { delete_pending: true.into() })
+            .await
+            .map_err(smb_err("set delete disposition"))?;
+        f.close().await.map_err(smb_err("close after delete"))
+    })
+    .await?;
+    report.record("delete", t, None, name.to_string());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reads_over_one_mib_count_as_large() {
+        let mut c = ChannelStats::new(1, "bound", None, None);
+        c.count(ONE_MIB);
+        c.count(ONE_MIB + 1);
+        c.count(4 * ONE_MIB);
+        assert_eq!((c.reads, c.bytes, c.reads_over_1mib), (3, 6 * ONE_MIB as u64 + 1, 2));
+        assert_eq!(c.largest_read, 4 * ONE_MIB as u64);
+    }
+}
