@@ -1,4 +1,5 @@
-//! What the connections of one client share: its sessions and their opens
+//! What the connections of one client share: its sessions, their opens
+//! and the durable v2 CREATEs still waiting
 //! (Samba's smbXsrv_client). Connections that negotiate SMB 2.1 or later
 //! with the same ClientGuid share one [`Client`], so a session
 //! established on one of them can be bound to another as a further
@@ -20,6 +21,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 pub struct ClientState {
     pub sessions: HashMap<u64, Session>,
     pub opens: HashMap<u64, Open>,
+    /// CreateGuids of durable v2 CREATEs that wait (for a break), and the
+    /// connection each waits on: a replay of one is FILE_NOT_AVAILABLE.
+    pub creating: HashMap<[u8; 16], u64>,
 }
 
 #[derive(Default)]

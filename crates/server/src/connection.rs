@@ -80,6 +80,7 @@ pub struct ConnState {
     /// while this connection handles something (see [`crate::client`]).
     pub sessions: HashMap<u64, Session>,
     pub opens: HashMap<u64, Open>,
+    pub creating: HashMap<[u8; 16], u64>,
     pub client: Arc<Client>,
     /// The ClientGuid NEGOTIATE named: the connection joins that client
     /// once the NEGOTIATE is handled.
@@ -125,6 +126,7 @@ impl ConnState {
     /// durable opens and closes the others (MS-SMB2 3.3.7.1).
     fn leave(&mut self, now: Instant) {
         let me = self.id;
+        self.creating.retain(|_, c| *c != me);
         let sids: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.on(me)).map(|(&k, _)| k).collect();
         for sid in sids {
             let Some(s) = self.sessions.get_mut(&sid) else { continue };
@@ -203,6 +205,7 @@ impl Connection {
                 preauth: PreauthHash::new(),
                 sessions: HashMap::new(),
                 opens: HashMap::new(),
+                creating: HashMap::new(),
                 client: Arc::default(),
                 join_client: None,
                 delay_until: None,
@@ -253,11 +256,13 @@ impl Connection {
         let mut shared = client.lock();
         std::mem::swap(&mut self.st.sessions, &mut shared.sessions);
         std::mem::swap(&mut self.st.opens, &mut shared.opens);
+        std::mem::swap(&mut self.st.creating, &mut shared.creating);
         let r = f(self);
         let id = self.st.id;
         self.authenticated = self.st.sessions.values().any(|s| s.on(id) && s.is_valid());
         std::mem::swap(&mut self.st.sessions, &mut shared.sessions);
         std::mem::swap(&mut self.st.opens, &mut shared.opens);
+        std::mem::swap(&mut self.st.creating, &mut shared.creating);
         drop(shared);
         if let Some(guid) = self.st.join_client.take() {
             // Right after NEGOTIATE: this connection has no session yet.

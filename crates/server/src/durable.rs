@@ -33,8 +33,6 @@ pub struct Durable {
     /// Lower-case user name of the session that opened it.
     pub user: String,
     pub timeout: Duration,
-    /// The CREATE response body that granted it (a replay gets it again).
-    pub response: Vec<u8>,
 }
 
 /// A durable request in a CREATE (DHnQ or DH2Q).

@@ -37,6 +37,9 @@ pub struct Open {
     pub durable: Option<crate::durable::Durable>,
     /// The key of the lease it was opened under.
     pub lease: Option<[u8; 16]>,
+    /// Made by a CREATE with a durable v2 request: a replay of it gets
+    /// this open and this answer again (MS-SMB2 3.3.5.9.10).
+    pub replay: Option<Box<Replay>>,
     /// The connection its entry in the file table names (where its breaks
     /// go): the one it was made on, another channel of its session when
     /// that one goes, [`crate::durable::DISCONNECTED`] while parked.
@@ -54,6 +57,13 @@ impl Open {
             OpenKind::Pipe(_) => None,
         }
     }
+}
+
+pub struct Replay {
+    pub create_guid: [u8; 16],
+    pub client_guid: [u8; 16],
+    /// The CREATE response body.
+    pub response: Vec<u8>,
 }
 
 /// Access mask bits (MS-SMB2 2.2.13.1.1).

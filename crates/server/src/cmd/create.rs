@@ -207,7 +207,18 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         // Names are share-relative: Windows fails one that starts with a
         // separator (smbtorture smb2.create.leading-slash).
         ShareKind::Disk(_) if r.name.starts_with('\\') => Err(NtStatus::INVALID_PARAMETER),
-        ShareKind::Disk(fs) => open_file(ctx, req.msg, &r, durable.0, granted, maximal, fs, Arc::clone(&share)),
+        ShareKind::Disk(fs) => {
+            let result = open_file(ctx, req.msg, &r, durable.0, granted, maximal, fs, Arc::clone(&share));
+            // A durable v2 CREATE that waits can be told from its replay.
+            if let Some(d) = durable.0.filter(|d| d.v2) {
+                if result == Ok(NtStatus::PENDING) {
+                    ctx.conn.creating.insert(d.create_guid, ctx.conn.id);
+                } else {
+                    ctx.conn.creating.remove(&d.create_guid);
+                }
+            }
+            result
+        }
     }
 }
 
@@ -344,6 +355,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         position: 0,
         durable: None,
         lease: None,
+        replay: None,
         home: ctx.conn.id,
     };
     ctx.conn.opens.insert(fid.volatile, open);
@@ -719,16 +731,19 @@ fn open_file(
         let user = ctx.session()?.user.to_lowercase();
         let timeout = if d.v2 { durable::timeout(d.timeout_ms) } else { durable::DEFAULT_TIMEOUT };
         if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
-            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout, response: Vec::new() });
+            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout });
         }
     }
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     let header_start = ctx.header_start;
     CreateResponse { oplock_level: level, ..response(&m, action, fid) }.encode(ctx.out, header_start, &list);
-    // A replay of this CREATE gets this same answer (MS-SMB2 3.3.5.9.10).
-    let body = ctx.out.get(header_start + smbq_wire::header::HEADER_LEN..).map(<[u8]>::to_vec);
-    if let Some(d) = ctx.conn.opens.get_mut(&fid.volatile).and_then(|o| o.durable.as_mut()) {
-        d.response = body.unwrap_or_default();
+    // A replay of this CREATE gets this same answer (MS-SMB2 3.3.5.9.10),
+    // whether or not the open is durable.
+    if let Some(d) = durable_request.filter(|d| d.v2) {
+        let response = ctx.out.get(header_start + smbq_wire::header::HEADER_LEN..).map(<[u8]>::to_vec).unwrap_or_default();
+        if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
+            o.replay = Some(Box::new(crate::open::Replay { create_guid: d.create_guid, client_guid: client, response }));
+        }
     }
     Ok(NtStatus::SUCCESS)
 }
@@ -749,13 +764,18 @@ fn replay(ctx: &mut Ctx<'_>, create_guid: &[u8; 16], client: [u8; 16], lease: Op
     if ctx.hdr.flags & smbq_wire::header::flags::REPLAY_OPERATION == 0 {
         return None;
     }
+    // The CREATE it repeats still waits (Samba's answer; Windows answers
+    // ACCESS_DENIED: smbtorture smb2.replay.dhv2-pending1*-sane).
+    if ctx.conn.creating.contains_key(create_guid) {
+        return Some(Err(NtStatus::FILE_NOT_AVAILABLE));
+    }
     let o = ctx.conn.opens.values().find(|o| {
-        o.durable.as_ref().is_some_and(|d| d.v2 && &d.create_guid == create_guid && d.client_guid == client)
+        o.replay.as_ref().is_some_and(|r| &r.create_guid == create_guid && r.client_guid == client)
     })?;
     if o.lease != lease {
         return Some(Err(NtStatus::ACCESS_DENIED));
     }
-    let (fid, key, body) = (o.file_id, o.file_key, o.durable.as_ref().map(|d| d.response.clone()).unwrap_or_default());
+    let (fid, key, body) = (o.file_id, o.file_key, o.replay.as_ref().map(|r| r.response.clone()).unwrap_or_default());
     let start = ctx.out.len();
     ctx.out.extend_from_slice(&body);
     // ... with the lease as it stands now (an open under the same lease

@@ -463,6 +463,7 @@ pub(crate) mod harness {
                 position: 0,
                 durable: None,
                 lease: None,
+                replay: None,
                 home: self.conn.st.id,
             };
             self.conn.st.opens.insert(v, open);
