@@ -123,10 +123,11 @@ impl ConnState {
     /// This connection is gone: it leaves the channel lists of its
     /// sessions. A session with another channel lives on there, with its
     /// opens (their breaks now go to that channel); one without parks its
-    /// durable opens and closes the others (MS-SMB2 3.3.7.1).
-    fn leave(&mut self, now: Instant) {
+    /// durable opens and closes the others (MS-SMB2 3.3.7.1). Returns the
+    /// sessions that live on, and the channel each now lives on.
+    fn leave(&mut self, now: Instant) -> Vec<(u64, u64)> {
         let me = self.id;
-        self.creating.retain(|_, c| *c != me);
+        let mut moved = Vec::new();
         let sids: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.on(me)).map(|(&k, _)| k).collect();
         for sid in sids {
             let Some(s) = self.sessions.get_mut(&sid) else { continue };
@@ -134,6 +135,7 @@ impl ConnState {
             let next = s.channels.iter().find(|c| c.signer.is_some()).map(|c| c.connection);
             match next.filter(|_| s.is_valid()) {
                 Some(next) => {
+                    moved.push((sid, next));
                     self.server.move_session(sid, next);
                     let mut files = self.server.lock_files();
                     for o in self.opens.values_mut().filter(|o| o.session_id == sid && o.home == me) {
@@ -150,6 +152,12 @@ impl ConnState {
                 }
             }
         }
+        // The CREATEs that waited here wait on (see Drop), or are gone.
+        match moved.first() {
+            Some(&(_, next)) => self.creating.values_mut().filter(|c| **c == me).for_each(|c| *c = next),
+            None => self.creating.retain(|_, c| *c != me),
+        }
+        moved
     }
 
     fn forget_session(&mut self, sid: u64) {
@@ -173,6 +181,8 @@ pub(crate) struct Pending {
     pub encrypted: bool,
     pub signed: bool,
     pub work: AsyncWork,
+    /// Taken over from a channel that is gone: carried out, not answered.
+    pub adopted: bool,
 }
 
 pub struct Connection {
@@ -404,7 +414,11 @@ impl Connection {
                 Notice::LeaseBreak { key, epoch, from, to, ack } => {
                     dispatch::send_lease_break(self, &key, epoch, from, to, ack)
                 }
-                Notice::Wake => wake = true,
+                Notice::Wake => {
+                    let adopted = self.st.server.take_adopted(self.st.id);
+                    self.pending.extend(adopted.into_iter().map(|p| Pending { adopted: true, ..p }));
+                    wake = true;
+                }
                 Notice::EndSession { session } => {
                     self.st.disconnect_opens(now, |o| o.session_id == session);
                     // Watches on its closed handles end with NOTIFY_CLEANUP
@@ -432,7 +446,20 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.with_client(|c| c.st.leave(Instant::now()));
+        let moved = self.with_client(|c| c.st.leave(Instant::now()));
+        //= MS-SMB2 3.3.5.2.10 (replay): a CREATE that waited for a break
+        //= on a channel that is gone goes on, on another channel of its
+        //= session (Samba: smbtorture smb2.replay.dhv2-pending2*); its
+        //= answer has nowhere to go, but a replay finds the open.
+        for (sid, next) in moved {
+            let (adopt, keep): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(|p| p.session_id == sid && matches!(p.work, AsyncWork::Create(_)));
+            self.pending = keep;
+            if !adopt.is_empty() {
+                self.st.server.adopt(next, adopt);
+            }
+        }
         self.st.server.close_mailbox(self.st.id);
         self.st.server.connections.fetch_sub(1, Ordering::Relaxed);
     }

@@ -118,6 +118,7 @@ impl Ctx<'_> {
         if o.file_id.persistent != fid.persistent || o.session_id != self.session_id || o.tree_id != self.tree_id {
             return Err(NtStatus::FILE_CLOSED);
         }
+        self.check_channel_sequence(fid.volatile)?;
         self.related_file_id = Some(fid);
         Ok(fid)
     }
@@ -125,6 +126,30 @@ impl Ctx<'_> {
     pub fn open(&mut self, fid: FileId) -> Result<&mut Open, NtStatus> {
         let fid = self.resolve(fid)?;
         self.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)
+    }
+
+    fn check_channel_sequence(&mut self, volatile: u64) -> Result<(), NtStatus> {
+        let smb3 = self.dialect().is_smb3();
+        let (csn, command) = (self.hdr.status as u16, self.hdr.command());
+        let open = self.conn.opens.get_mut(&volatile).ok_or(NtStatus::FILE_CLOSED)?;
+        //= MS-SMB2 3.3.5.2.10
+        //# a request with a newer ChannelSequence (16-bit, wrapping; a
+        //# client that failed over to another channel increments it)
+        //# moves the open's on; a WRITE, SET_INFO or IOCTL with an older one
+        //# fails with STATUS_FILE_NOT_AVAILABLE, as Samba does. (No request
+        //# of an earlier sequence is still outstanding here: the engine
+        //# answers each before the next, but for blocked ones that modify
+        //# nothing.)
+        if smb3 {
+            let cmp = csn.wrapping_sub(open.channel_sequence) as i16;
+            let modifies = matches!(command, Command::WRITE | Command::SET_INFO | Command::IOCTL);
+            if cmp > 0 {
+                open.channel_sequence = csn;
+            } else if cmp < 0 && modifies {
+                return Err(NtStatus::FILE_NOT_AVAILABLE);
+            }
+        }
+        Ok(())
     }
 
     /// MS-SMB2 3.3.5.2.5: a multi-credit request must be charged enough.
@@ -475,6 +500,7 @@ fn element(
             encrypted: enc.is_some(),
             signed: hdr.flags & flags::SIGNED != 0,
             work,
+            adopted: false,
         });
     }
     rh.status = status.0;
@@ -722,6 +748,9 @@ fn send_break(c: &mut Connection, volatile: u64, body: impl FnOnce(&mut Vec<u8>)
 /// Send the final response of an async operation. `body` is either empty
 /// or a 64-byte placeholder followed by the response body.
 fn complete(c: &mut Connection, p: Pending, result: crate::dispatch::HResult, body: Vec<u8>) {
+    if p.adopted {
+        return;
+    }
     let enc = if p.encrypted { Some(p.session_id) } else { None };
     let prefix = 4 + if enc.is_some() { TRANSFORM_HEADER_LEN } else { 0 };
     let mut out = Vec::with_capacity(prefix + HEADER_LEN + body.len());

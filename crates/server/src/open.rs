@@ -30,6 +30,9 @@ pub struct Open {
     pub dir: Option<crate::cmd::query_directory::DirCursor>,
     /// LOCK sequence numbers for replay detection (MS-SMB2 3.3.5.14).
     pub lock_sequences: [u8; 65],
+    /// Open.ChannelSequence (MS-SMB2 3.3.5.2.10): the newest a request on
+    /// it carried.
+    pub channel_sequence: u16,
     /// FilePositionInformation (MS-FSCC 2.4.35): set by SET_INFO and, as
     /// Samba does, moved to the end of each READ.
     pub position: u64,

@@ -128,6 +128,9 @@ pub struct Server {
     mailboxes: Mutex<HashMap<u64, Mailbox>>,
     /// Authenticated sessions (MS-SMB2 3.3.1.5 GlobalSessionTable).
     live_sessions: Mutex<HashMap<u64, LiveSession>>,
+    /// Waiting requests of connections that are gone, for another channel
+    /// of their session to carry out.
+    adopted: Mutex<HashMap<u64, Vec<crate::connection::Pending>>>,
     /// The clients (ClientGuid) and what their connections share.
     pub(crate) clients: crate::client::Registry,
     /// Durable opens whose connection is gone.
@@ -172,6 +175,7 @@ impl Server {
             live_sessions: Mutex::new(HashMap::new()),
             durable: Mutex::new(Default::default()),
             clients: Default::default(),
+            adopted: Default::default(),
             config,
         })
     }
@@ -212,6 +216,16 @@ impl Server {
                 }
             }
         }
+    }
+
+    /// Hand `pending` to connection `id` to carry out.
+    pub(crate) fn adopt(&self, id: u64, pending: Vec<crate::connection::Pending>) {
+        self.adopted.lock().unwrap_or_else(|p| p.into_inner()).entry(id).or_default().extend(pending);
+        self.post(id, Notice::Wake);
+    }
+
+    pub(crate) fn take_adopted(&self, id: u64) -> Vec<crate::connection::Pending> {
+        self.adopted.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).unwrap_or_default()
     }
 
     /// Wake every connection in `ids`.
@@ -258,6 +272,7 @@ impl Server {
 
     pub(crate) fn close_mailbox(&self, id: u64) {
         self.mailboxes.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        self.take_adopted(id);
     }
 
     pub(crate) fn set_waker(&self, id: u64, waker: Waker) {

@@ -352,6 +352,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         delete_on_close: file_key != 0 && r.options & options::DELETE_ON_CLOSE != 0,
         dir: None,
         lock_sequences: [0; 65],
+        channel_sequence: 0,
         position: 0,
         durable: None,
         lease: None,
@@ -602,7 +603,7 @@ fn open_file(
     let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
     let lease_id: Option<LeaseId> = lease_req.map(|l| (client, l.key));
     if let Some(d) = durable_request.filter(|d| d.v2) {
-        if let Some(r) = replay(ctx, &d.create_guid, client, lease_id.map(|id| id.1)) {
+        if let Some(r) = replay(ctx, &d.create_guid, client, lease_id.map(|id| id.1), r.oplock_level) {
             return r;
         }
     }
@@ -760,7 +761,7 @@ fn lease_state_offset(msg: &[u8]) -> Option<usize> {
 /// succeeded, and sends it again with the same CreateGuid. It gets the
 /// open it created and the answer it missed; a replay that asks for
 /// another lease (or none where there was one) is ACCESS_DENIED.
-fn replay(ctx: &mut Ctx<'_>, create_guid: &[u8; 16], client: [u8; 16], lease: Option<[u8; 16]>) -> Option<HResult> {
+fn replay(ctx: &mut Ctx<'_>, create_guid: &[u8; 16], client: [u8; 16], lease: Option<[u8; 16]>, oplock: u8) -> Option<HResult> {
     if ctx.hdr.flags & smbq_wire::header::flags::REPLAY_OPERATION == 0 {
         return None;
     }
@@ -778,6 +779,22 @@ fn replay(ctx: &mut Ctx<'_>, create_guid: &[u8; 16], client: [u8; 16], lease: Op
     let (fid, key, body) = (o.file_id, o.file_key, o.replay.as_ref().map(|r| r.response.clone()).unwrap_or_default());
     let start = ctx.out.len();
     ctx.out.extend_from_slice(&body);
+    // A replay that asks for a lower oplock is told that level, and the
+    // durable handle only a batch oplock carries is not reported
+    // (smbtorture smb2.replay.replay-dhv2-oplock2; Samba does so).
+    let granted = body.get(2).copied().unwrap_or(0);
+    if lease.is_none() && granted != oplock_break::level::LEASE && oplock < granted {
+        if let Some(level) = ctx.out.get_mut(start + 2) {
+            *level = oplock;
+        }
+        if oplock != oplock_break::level::BATCH {
+            // CreateContextsOffset and Length (2.2.14), then no contexts.
+            if let Some(c) = ctx.out.get_mut(start + 80..start + 88) {
+                c.fill(0);
+            }
+            ctx.out.truncate(start + 88);
+        }
+    }
     // ... with the lease as it stands now (an open under the same lease
     // may have upgraded it since; smbtorture smb2.replay.replay-dhv2-lease1).
     if let Some(k) = lease {

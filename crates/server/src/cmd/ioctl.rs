@@ -460,6 +460,7 @@ pub(crate) mod harness {
                 delete_on_close: false,
                 dir: None,
                 lock_sequences: [0; 65],
+                channel_sequence: 0,
                 position: 0,
                 durable: None,
                 lease: None,
