@@ -63,13 +63,7 @@ PARITY = 0.9
 PARITY_SUITES = ["smb2.oplock", "smb2.lease", "smb2.durable-open", "smb2.durable-v2-open", "smb2.replay",
                  "smb2.multichannel", "smb2.session", "smb2.notify", "smb2.compound_async", "smb2.compound_find",
                  "smb2.sharemode", "smb2.deny", "smb2.lock", "smb2.credits", "smb2.connect"]
-PARITY_GAPS = {
-    "smb2.multichannel": "no multichannel yet: session binding is refused, so every test that binds a second channel fails",
-    "smb2.replay": "replays across channels and of pending creates need multichannel and create replay "
-                   "of requests still in flight; only replays of completed durable v2 creates are recognized",
-    "smb2.session": "the session-binding tests that expect a bind to succeed need multichannel, and smbq's "
-                    "refusals of binds from SMB 2.x connections are not signed with the session's key",
-}
+PARITY_GAPS: dict[str, str] = {}
 
 # Options for every run; smbtorture's defaults otherwise.
 TORTURE_OPTIONS: list[str] = []

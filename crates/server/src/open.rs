@@ -28,8 +28,9 @@ pub struct Open {
     pub delete_on_close: bool,
     /// QUERY_DIRECTORY enumeration state.
     pub dir: Option<crate::cmd::query_directory::DirCursor>,
-    /// LOCK sequence numbers for replay detection (MS-SMB2 3.3.5.14).
-    pub lock_sequences: [u8; 65],
+    /// Open.LockSequenceArray (MS-SMB2 3.3.5.14): the LockSequenceNumber
+    /// of the last LOCK that succeeded per LockSequenceIndex 1..=64.
+    pub lock_sequences: [u8; 64],
     /// Open.ChannelSequence (MS-SMB2 3.3.5.2.10): the newest a request on
     /// it carried.
     pub channel_sequence: u16,
@@ -61,6 +62,9 @@ impl Open {
         }
     }
 }
+
+/// A LockSequenceArray entry no LOCK has set (sequence numbers are 4 bits).
+pub const NO_LOCK_SEQUENCE: u8 = 0xFF;
 
 pub struct Replay {
     pub create_guid: [u8; 16],

@@ -351,7 +351,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         file_key,
         delete_on_close: file_key != 0 && r.options & options::DELETE_ON_CLOSE != 0,
         dir: None,
-        lock_sequences: [0; 65],
+        lock_sequences: [crate::open::NO_LOCK_SEQUENCE; 64],
         channel_sequence: 0,
         position: 0,
         durable: None,

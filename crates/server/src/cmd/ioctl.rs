@@ -459,7 +459,7 @@ pub(crate) mod harness {
                 file_key,
                 delete_on_close: false,
                 dir: None,
-                lock_sequences: [0; 65],
+                lock_sequences: [crate::open::NO_LOCK_SEQUENCE; 64],
                 channel_sequence: 0,
                 position: 0,
                 durable: None,

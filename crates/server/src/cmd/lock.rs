@@ -14,9 +14,12 @@
 //! - lock elements are all-or-nothing: a failure rolls back the ones
 //!   granted by the same request.
 //!
-//! Lock sequence replay detection (3.3.5.14, LockSequenceIndex) applies
-//! only to resilient, durable and persistent opens, which this server does
-//! not grant, so the field is not checked.
+//! Lock sequence replay detection (3.3.5.14): on a durable open, or on a
+//! connection that negotiated multichannel, a LOCK whose LockSequenceIndex
+//! (1..=64) holds its LockSequenceNumber already was done before (the
+//! client resends it after a lost channel): it succeeds at once. Windows
+//! checks resilient and persistent opens only (<314>); Samba and smbq do
+//! what the text says.
 
 use crate::connection::ConnState;
 use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
@@ -39,6 +42,8 @@ pub struct Blocked {
     offset: u64,
     length: u64,
     exclusive: bool,
+    /// Where its LockSequenceNumber goes once granted.
+    sequence: Option<(usize, u8)>,
 }
 
 /// Whether `[a_off, a_off + a_len)` and `[b_off, b_off + b_len)` overlap,
@@ -165,7 +170,20 @@ fn unlock_all(table: &mut Vec<ByteLock>, owner: OpenOwner, locks: &[LockElement]
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = LockRequest::decode(req.msg).map_err(NtStatus::from)?;
     let connection = ctx.conn.id;
+    let multichannel = ctx.conn.neg.as_ref().is_some_and(|n| n.server_capabilities & smbq_wire::negotiate::caps::MULTI_CHANNEL != 0);
     let o = ctx.open(r.file_id)?;
+    let bucket = r.lock_sequence >> 4;
+    let sequence = (multichannel || o.durable.is_some())
+        .then_some(bucket)
+        .filter(|b| (1..=64).contains(b))
+        .map(|b| (b as usize - 1, (r.lock_sequence & 0xF) as u8));
+    if let Some((i, value)) = sequence {
+        if o.lock_sequences[i] == value {
+            encode_response(ctx.out);
+            return Ok(NtStatus::SUCCESS);
+        }
+        o.lock_sequences[i] = crate::open::NO_LOCK_SEQUENCE;
+    }
     let Some(h) = o.handle() else { return Err(NtStatus::INVALID_DEVICE_REQUEST) };
     //= MS-FSA 2.1.5.7
     //# If Open.Stream.StreamType is DirectoryStream, return
@@ -208,6 +226,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
                         offset: l.offset,
                         length: l.length,
                         exclusive: l.flags & flags::EXCLUSIVE != 0,
+                        sequence,
                     }));
                     return Ok(NtStatus::PENDING);
                 }
@@ -216,8 +235,16 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         }
     }
     drop(files);
+    record_sequence(ctx, file_id, sequence);
     encode_response(ctx.out);
     Ok(NtStatus::SUCCESS)
+}
+
+/// A LOCK succeeded: its LockSequenceNumber marks it done.
+fn record_sequence(ctx: &mut Ctx<'_>, fid: FileId, sequence: Option<(usize, u8)>) {
+    if let (Some((i, value)), Some(o)) = (sequence, ctx.conn.opens.get_mut(&fid.volatile)) {
+        o.lock_sequences[i] = value;
+    }
 }
 
 /// Try a blocked lock again; `Some` when it finished. When its open was
@@ -246,6 +273,7 @@ pub fn retry(ctx: &mut Ctx<'_>, b: &mut Blocked) -> Option<HResult> {
         (false, false) => {}
     }
     drop(files);
+    record_sequence(ctx, b.file_id, b.sequence);
     encode_response(ctx.out);
     Some(Ok(NtStatus::SUCCESS))
 }
