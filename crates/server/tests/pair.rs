@@ -842,3 +842,111 @@ fn a_write_breaks_every_level_ii_oplock_without_waiting() {
     let (h, _) = a.call(Command::OPLOCK_BREAK, &ack_body(0, &afid));
     assert_eq!(NtStatus(h.status), NtStatus::INVALID_OPLOCK_PROTOCOL);
 }
+
+impl Pair {
+    /// Bind this (negotiated) connection to `primary`'s session as a further
+    /// channel (MS-SMB2 3.3.5.5.2): the binding requests are signed with
+    /// the session's key; the channel's key comes from this authentication
+    /// and this connection's preauth hash, and signs the final answer.
+    fn bind(&mut self, primary: &Pair, user: &str, password: &str) -> NtStatus {
+        let session_key = primary.signer.as_ref().expect("the primary is logged on");
+        self.session_id = primary.session_id;
+        self.tree_id = primary.tree_id;
+        let mut hash = self.neg_preauth.clone();
+        let mut auth = ClientAuth::new(user, "", password, 133_000_000_000_000_000);
+        let mut token = auth.step(None).unwrap().unwrap();
+        loop {
+            let mut m = vec![0u8; HEADER_LEN];
+            smbq_wire::session_setup::encode_request(&mut m, 0, 1, &token);
+            m[HEADER_LEN + 2] = smbq_wire::session_setup::FLAG_BINDING;
+            let mut req = self.message(Command::SESSION_SETUP, &m[HEADER_LEN..]);
+            req[16..20].copy_from_slice(&(flags::SIGNED).to_le_bytes());
+            session_key.sign(&mut req);
+            hash.update(&req);
+            let r = self.raw(req).unwrap();
+            let h = Header::decode(&r[0]).unwrap();
+            let status = NtStatus(h.status);
+            let off = u16::from_le_bytes([r[0][68], r[0][69]]) as usize;
+            let len = u16::from_le_bytes([r[0][70], r[0][71]]) as usize;
+            let server_token = r[0][off..off + len].to_vec();
+            if status == NtStatus::MORE_PROCESSING_REQUIRED {
+                assert!(session_key.verify(&r[0]), "a binding's interim answer is signed with the session's key");
+                hash.update(&r[0]);
+                token = auth.step(Some(&server_token)).unwrap().unwrap();
+                continue;
+            }
+            if status != NtStatus::SUCCESS {
+                return status;
+            }
+            let _ = auth.step(Some(&server_token)).unwrap();
+            let keys = derive_keys(0x0311, &auth.session_key().unwrap(), Some(&hash.0), Some(Cipher::Aes128Gcm));
+            let channel = Signer::new(SigningAlgorithm::AesCmac, &keys.signing);
+            assert!(channel.verify(&r[0]), "the bound channel's first answer is signed with its own key");
+            assert!(!session_key.verify(&r[0]));
+            self.signer = Some(channel);
+            return status;
+        }
+    }
+}
+
+fn read_body(fid: &[u8; 16], length: u32) -> Vec<u8> {
+    let mut rd = Vec::new();
+    smbq_wire::read::ReadRequest { length, offset: 0, file_id: file_id(fid), minimum_count: 0, ..Default::default() }.encode(&mut rd);
+    rd
+}
+
+#[test]
+fn a_bound_channel_serves_the_session_and_takes_its_breaks_when_the_first_is_lost() {
+    let (srv, dir) = server(smbq_server::EncryptPolicy::Off);
+    std::fs::write(dir.path().join("f"), vec![7u8; 3 << 20]).unwrap();
+    // The share lives as long as the test (A's connection does not).
+    let _share = dir;
+    let mut a = pair_on(Arc::clone(&srv), tempfile::tempdir().unwrap());
+    assert_eq!(a.login("alice", "secret"), NtStatus::SUCCESS);
+    assert_eq!(a.tree_connect("share"), NtStatus::SUCCESS);
+    let r = a.request(Command::CREATE, &create_body("f", RW, OPEN, BATCH));
+    let (st, fid, level) = create_reply(&r[0]);
+    assert_eq!((st, level), (NtStatus::SUCCESS, BATCH));
+
+    // Same ClientGuid, another connection: bound to A's session. A wrong
+    // password is refused and leaves no channel behind.
+    let mut c = pair_on(Arc::clone(&srv), tempfile::tempdir().unwrap());
+    c.negotiate();
+    assert_eq!(c.bind(&a, "alice", "wrong"), NtStatus::LOGON_FAILURE);
+    let mut c = pair_on(Arc::clone(&srv), tempfile::tempdir().unwrap());
+    c.negotiate();
+    assert_eq!(c.bind(&a, "alice", "secret"), NtStatus::SUCCESS);
+
+    // Both channels read the session's open, 2 MiB at a time, each answer
+    // signed with its channel's key (Pair::call checks nothing; verify here).
+    for p in [&mut a, &mut c] {
+        let mut m = Vec::new();
+        p.header(Command::READ, 32).encode(&mut m);
+        m.extend_from_slice(&read_body(&fid, 2 << 20));
+        m[16..20].copy_from_slice(&(flags::SIGNED).to_le_bytes());
+        p.signer.as_ref().unwrap().sign(&mut m);
+        let r = p.raw(m).unwrap().remove(0);
+        assert_eq!(NtStatus(Header::decode(&r).unwrap().status), NtStatus::SUCCESS);
+        assert_eq!(r.len(), HEADER_LEN + 16 + (2 << 20));
+        assert!(p.signer.as_ref().unwrap().verify(&r));
+    }
+    // A second bind of the same connection is refused.
+    assert_eq!(c.bind(&a, "alice", "secret"), NtStatus::REQUEST_NOT_ACCEPTED);
+
+    // A's connection is lost; the session lives on C, and so do its open
+    // and its oplock: another open's break goes to C.
+    drop(a);
+    let (h, _) = c.call(Command::READ, &read_body(&fid, 4));
+    assert_eq!(NtStatus(h.status), NtStatus::SUCCESS);
+    let mut b = pair_on(srv, tempfile::tempdir().unwrap());
+    assert_eq!(b.login("alice", "secret"), NtStatus::SUCCESS);
+    assert_eq!(b.tree_connect("share"), NtStatus::SUCCESS);
+    let r = b.request(Command::CREATE, &create_body("f", RW, OPEN, 0));
+    assert_eq!(NtStatus(Header::decode(&r[0]).unwrap().status), NtStatus::PENDING);
+    let n = c.notices(Instant::now());
+    assert_eq!(n.len(), 1, "the break goes to the channel that is left");
+    assert_eq!(break_notification(&n[0]), (LEVEL_II, fid));
+    let (h, _) = c.call(Command::OPLOCK_BREAK, &ack_body(LEVEL_II, &fid));
+    assert_eq!(NtStatus(h.status), NtStatus::SUCCESS);
+    assert_eq!(create_reply(&b.notices(Instant::now())[0]).0, NtStatus::SUCCESS);
+}
