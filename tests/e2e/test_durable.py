@@ -24,6 +24,7 @@ from smbprotocol.connection import Connection
 from smbprotocol.create_contexts import (
     CreateContextName,
     SMB2CreateContextRequest,
+    SMB2CreateDurableHandleReconnect,
     SMB2CreateDurableHandleReconnectV2,
     SMB2CreateDurableHandleRequestV2,
     SMB2CreateDurableHandleResponseV2,
@@ -36,6 +37,7 @@ from smbprotocol.open import (
     RequestedOplockLevel,
     ShareAccess,
 )
+from smbprotocol.ioctl import IOCTLFlags, SMB2IOCTLRequest
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
@@ -169,5 +171,61 @@ def test_durable_v2_handle_survives_a_connection_reset(server):
             other.close()
         finally:
             conn3.disconnect()
+    finally:
+        conn2.disconnect()
+
+
+FSCTL_LMR_REQUEST_RESILIENCY = 0x001401D4
+
+
+def request_resiliency(tree: TreeConnect, f: Open, timeout_ms: int) -> int:
+    """FSCTL_LMR_REQUEST_RESILIENCY (MS-SMB2 2.2.31.3); the status."""
+    req = SMB2IOCTLRequest()
+    req["ctl_code"] = FSCTL_LMR_REQUEST_RESILIENCY
+    req["file_id"] = f.file_id
+    req["max_output_response"] = 0
+    req["flags"] = IOCTLFlags.SMB2_0_IOCTL_IS_FSCTL
+    req["buffer"] = struct.pack("<II", timeout_ms, 0)
+    conn = tree.session.connection
+    request = conn.send(req, sid=tree.session.session_id, tid=tree.tree_connect_id)
+    try:
+        conn.receive(request)
+    except Exception as e:  # smbprotocol raises on an error status
+        return getattr(e, "status", -1)
+    return 0
+
+
+def test_resilient_handle_survives_a_connection_reset(start_server, mode):
+    """A resilient open (no oplock, no durable context: only
+    FSCTL_LMR_REQUEST_RESILIENCY) outlives a TCP reset and comes back with a
+    durable v1 reconnect (MS-SMB2 3.3.5.15.9, 3.3.7.1, 3.3.5.9.7). smbq
+    only: Samba does not implement resilient handles."""
+    server = start_server("smbq", mode)
+    name = f"resilient-{uuid.uuid4().hex[:8]}.bin"
+    data = os.urandom(256 << 10)
+    client = uuid.uuid4()
+    conn, tree = connect(server, client)
+    f = Open(tree, name)
+    f.create(ImpersonationLevel.Impersonation, RW, 0x80, ShareAccess.FILE_SHARE_READ,
+             CreateDisposition.FILE_OVERWRITE_IF, 0)
+    assert f.oplock_level == RequestedOplockLevel.SMB2_OPLOCK_LEVEL_NONE
+    assert request_resiliency(tree, f, 10 * 60 * 1000) != 0, "more than 5 minutes is refused"
+    assert request_resiliency(tree, f, 60000) == 0
+    for off in range(0, len(data), 64 << 10):
+        f.write(data[off:off + (64 << 10)], off)
+    reset(conn)
+
+    conn2, tree2 = connect(server, client)
+    try:
+        rc = SMB2CreateDurableHandleReconnect()
+        rc["data"] = f.file_id
+        g = Open(tree2, name)
+        g.create(ImpersonationLevel.Impersonation, RW, 0x80, ShareAccess.FILE_SHARE_READ,
+                 CreateDisposition.FILE_OPEN, 0,
+                 create_contexts=[context(CreateContextName.SMB2_CREATE_DURABLE_HANDLE_RECONNECT, rc)])
+        assert g.file_id[:8] == f.file_id[:8], "the same open comes back"
+        got = b"".join(g.read(off, 64 << 10) for off in range(0, len(data), 64 << 10))
+        assert got == data
+        g.close()
     finally:
         conn2.disconnect()

@@ -33,6 +33,9 @@ pub struct Durable {
     /// Lower-case user name of the session that opened it.
     pub user: String,
     pub timeout: Duration,
+    /// Made resilient (FSCTL_LMR_REQUEST_RESILIENCY): kept on a lost
+    /// connection whatever its oplock or lease.
+    pub resilient: bool,
 }
 
 /// A durable request in a CREATE (DHnQ or DH2Q).
@@ -131,7 +134,7 @@ impl Server {
                 Some(id) => e.leases.iter().any(|l| l.id == id && l.state & crate::oplock::HANDLE != 0 && l.breaking.is_none()),
                 None => e.open_mut(old).is_some_and(|o| o.oplock == level::BATCH && o.breaking.is_none()),
             };
-            if !keep {
+            if !keep && !d.resilient {
                 return Some(open);
             }
             e.reown(old, new);

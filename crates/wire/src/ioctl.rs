@@ -25,6 +25,7 @@ pub mod fsctl {
     pub const SRV_COPYCHUNK_WRITE: u32 = 0x0014_80F2;
     pub const SRV_REQUEST_RESUME_KEY: u32 = 0x0014_0078;
     pub const QUERY_NETWORK_INTERFACE_INFO: u32 = 0x0014_01FC;
+    pub const LMR_REQUEST_RESILIENCY: u32 = 0x0014_01D4;
     pub const VALIDATE_NEGOTIATE_INFO: u32 = 0x0014_0204;
     pub const GET_COMPRESSION: u32 = 0x0009_003C;
     pub const SET_COMPRESSION: u32 = 0x0009_C040;

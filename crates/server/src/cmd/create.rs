@@ -732,7 +732,7 @@ fn open_file(
         let user = ctx.session()?.user.to_lowercase();
         let timeout = if d.v2 { durable::timeout(d.timeout_ms) } else { durable::DEFAULT_TIMEOUT };
         if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
-            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout });
+            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout, resilient: false });
         }
     }
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();

@@ -15,8 +15,9 @@ use smbq_wire::ioctl::{
     COPYCHUNK_RESPONSE_LEN, IS_FSCTL, NETWORK_INTERFACE_INFO_LEN, RESUME_KEY_RESPONSE_LEN,
     VALIDATE_NEGOTIATE_RESPONSE_LEN,
 };
-use smbq_wire::{DecodeError, FileId, NtStatus, Put, Reader};
+use smbq_wire::{DecodeError, Dialect, FileId, NtStatus, Put, Reader};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
 
 /// Server-side copy limits (MS-SMB2 3.3.3: ServerSideCopyMaxNumberofChunks,
 /// ServerSideCopyMaxChunkSize, ServerSideCopyMaxDataSize; the values
@@ -104,6 +105,7 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
             Ok(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
         }
         fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE => copychunk(ctx, fid, r, out),
+        fsctl::LMR_REQUEST_RESILIENCY => request_resiliency(ctx, fid, r.input),
         code => {
             let o = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
             let Some(h) = o.handle() else {
@@ -321,6 +323,44 @@ fn validate_negotiate(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, out: &mut Vec<u8>
     }
     let (caps, mode, dialect) = (neg.server_capabilities, neg.server_security_mode, neg.dialect);
     encode_validate_negotiate_response(out, caps, &ctx.conn.server.guid, mode, dialect);
+    Ok(NtStatus::SUCCESS)
+}
+
+/// The longest a resilient open may wait for its client (Windows'
+/// MaxResiliencyTimeout).
+const MAX_RESILIENCY: Duration = Duration::from_secs(300);
+
+/// FSCTL_LMR_REQUEST_RESILIENCY (MS-SMB2 2.2.31.3, 3.3.5.15.9): the open
+/// outlives a lost connection for the timeout asked (at most 5 minutes; 0:
+/// the durable default), whatever oplock or lease it holds, and comes back
+/// with a durable (v1) reconnect.
+fn request_resiliency(ctx: &mut Ctx<'_>, fid: FileId, input: &[u8]) -> HResult {
+    if ctx.dialect() == Dialect::SMB202 {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    let ms = input.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or(NtStatus::INVALID_PARAMETER)?;
+    if input.len() < 8 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let timeout = if ms == 0 { crate::durable::DEFAULT_TIMEOUT } else { Duration::from_millis(u64::from(ms)) };
+    if timeout > MAX_RESILIENCY {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let user = ctx.session()?.user.to_lowercase();
+    let client_guid = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    let o = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    if o.handle().is_none() {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    match &mut o.durable {
+        Some(d) => {
+            d.resilient = true;
+            d.timeout = timeout;
+        }
+        None => {
+            o.durable = Some(crate::durable::Durable { v2: false, create_guid: [0; 16], client_guid, user, timeout, resilient: true })
+        }
+    }
     Ok(NtStatus::SUCCESS)
 }
 
