@@ -90,6 +90,11 @@ pub struct ConnState {
 }
 
 impl ConnState {
+    /// The ClientGuid NEGOTIATE named (zero before it, and for SMB 2.0.2).
+    pub fn client_guid(&self) -> [u8; 16] {
+        self.neg.as_ref().map(|n| n.client_guid).unwrap_or_default()
+    }
+
     /// Session `sid` if this connection is one of its channels.
     pub fn session(&self, sid: u64) -> Option<&Session> {
         self.sessions.get(&sid).filter(|s| s.on(self.id))

@@ -98,6 +98,12 @@ impl FileEntry {
         self.opens.iter().find(|o| o.lease.as_ref() == Some(id)).map(|o| o.owner)
     }
 
+    /// Every lease on the file with the open holding it (where its breaks
+    /// go), taken out so the entry can be changed while they are gone through.
+    pub fn lease_holders(&self) -> Vec<(LeaseId, Option<OpenOwner>)> {
+        self.leases.iter().map(|l| (l.id, self.lease_holder(&l.id))).collect()
+    }
+
     /// The open `old` now lives on another connection (a durable open
     /// parked or reclaimed): its share mode, oplock and locks follow it.
     pub fn reown(&mut self, old: OpenOwner, new: OpenOwner) {

@@ -158,7 +158,7 @@ pub fn contend(
     if is_lease_stat_open(access) {
         return c;
     }
-    let holders: Vec<(LeaseId, Option<OpenOwner>)> = entry.leases.iter().map(|l| (l.id, entry.lease_holder(&l.id))).collect();
+    let holders = entry.lease_holders();
     for (id, holder) in holders {
         if Some(&id) == own_lease {
             continue;
@@ -210,7 +210,7 @@ fn break_lease(l: &mut crate::files::Lease, holder: Option<OpenOwner>, to: u8, d
 /// handle caching of every other lease on it (MS-FSA 2.1.5.14.11), with
 /// the acknowledgment such a break needs; nothing waits for it.
 pub fn break_handle_leases(entry: &mut FileEntry, own: Option<&LeaseId>, now: Instant, timeout: Duration) -> Vec<Break> {
-    let holders: Vec<(LeaseId, Option<OpenOwner>)> = entry.leases.iter().map(|l| (l.id, entry.lease_holder(&l.id))).collect();
+    let holders = entry.lease_holders();
     let mut breaks = Vec::new();
     for (id, holder) in holders {
         if Some(&id) == own {
@@ -305,7 +305,7 @@ pub fn contend_level2(entry: &mut FileEntry, writer: OpenOwner, now: Instant, ti
         breaks.push(Break::Oplock { owner: o.owner, level: level::NONE });
     }
     let own = entry.opens.iter().find(|o| o.owner == writer).and_then(|o| o.lease);
-    let holders: Vec<(LeaseId, Option<OpenOwner>)> = entry.leases.iter().map(|l| (l.id, entry.lease_holder(&l.id))).collect();
+    let holders = entry.lease_holders();
     for (id, holder) in holders {
         let Some(l) = entry.lease_mut(&id).filter(|l| Some(l.id) != own && l.breaking.is_none()) else { continue };
         if l.state & READ != 0 && l.state & WRITE == 0 {

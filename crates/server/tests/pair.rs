@@ -168,16 +168,40 @@ impl Pair {
     /// A new session on this (negotiated) connection.
     fn logon(&mut self, user: &str, password: &str) -> NtStatus {
         self.session_id = 0;
-        self.preauth = self.neg_preauth.clone();
+        let (r, keys) = match self.authenticate(user, password, None) {
+            Ok(done) => done,
+            Err(status) => return status,
+        };
+        let signer = Signer::new(SigningAlgorithm::AesCmac, &keys.signing);
+        assert!(signer.verify(&r), "final SESSION_SETUP response is signed with the derived key");
+        self.signer = Some(signer);
+        // Client view: seal with C2S (server's decrypt key), open with S2C.
+        let session_flags = u16::from_le_bytes([r[66], r[67]]);
+        if session_flags & 4 != 0 {
+            self.seal = Some((Sealer::new(Cipher::Aes128Gcm, &keys.decrypt), Sealer::new(Cipher::Aes128Gcm, &keys.encrypt)));
+        }
+        NtStatus::SUCCESS
+    }
+
+    /// The SESSION_SETUP exchange of a logon, or with `binding` (the
+    /// session's signing key) of a bind to session `self.session_id`: the
+    /// final answer and the keys derived from this authentication and the
+    /// exchange's preauth hash, or the status it failed with.
+    fn authenticate(&mut self, user: &str, password: &str, binding: Option<&Signer>) -> Result<(Vec<u8>, smbq_crypto::SessionKeys), NtStatus> {
+        let mut hash = self.neg_preauth.clone();
         let mut auth = ClientAuth::new(user, "", password, 133_000_000_000_000_000);
         let mut token = auth.step(None).unwrap().unwrap();
         loop {
             let mut m = vec![0u8; HEADER_LEN];
             smbq_wire::session_setup::encode_request(&mut m, 0, 1, &token);
-            let req = self.message(Command::SESSION_SETUP, &m[HEADER_LEN..]);
-            let mut hash = self.preauth.clone();
+            let mut req = self.message(Command::SESSION_SETUP, &m[HEADER_LEN..]);
+            if let Some(key) = binding {
+                req[HEADER_LEN + 2] = smbq_wire::session_setup::FLAG_BINDING;
+                req[16..20].copy_from_slice(&(flags::SIGNED).to_le_bytes());
+                key.sign(&mut req);
+            }
             hash.update(&req);
-            let r = self.raw(req).unwrap();
+            let mut r = self.raw(req).unwrap();
             let h = Header::decode(&r[0]).unwrap();
             self.session_id = h.session_id;
             let status = NtStatus(h.status);
@@ -185,25 +209,20 @@ impl Pair {
             let len = u16::from_le_bytes([r[0][70], r[0][71]]) as usize;
             let server_token = r[0][off..off + len].to_vec();
             if status == NtStatus::MORE_PROCESSING_REQUIRED {
+                if let Some(key) = binding {
+                    assert!(key.verify(&r[0]), "a binding's interim answer is signed with the session's key");
+                }
                 hash.update(&r[0]);
-                self.preauth = hash;
+                self.preauth = hash.clone();
                 token = auth.step(Some(&server_token)).unwrap().unwrap();
                 continue;
             }
             if status != NtStatus::SUCCESS {
-                return status;
+                return Err(status);
             }
             let _ = auth.step(Some(&server_token)).unwrap();
             let keys = derive_keys(0x0311, &auth.session_key().unwrap(), Some(&hash.0), Some(Cipher::Aes128Gcm));
-            let signer = Signer::new(SigningAlgorithm::AesCmac, &keys.signing);
-            assert!(signer.verify(&r[0]), "final SESSION_SETUP response is signed with the derived key");
-            self.signer = Some(signer);
-            // Client view: seal with C2S (server's decrypt key), open with S2C.
-            let session_flags = u16::from_le_bytes([r[0][66], r[0][67]]);
-            if session_flags & 4 != 0 {
-                self.seal = Some((Sealer::new(Cipher::Aes128Gcm, &keys.decrypt), Sealer::new(Cipher::Aes128Gcm, &keys.encrypt)));
-            }
-            return status;
+            return Ok((r.remove(0), keys));
         }
     }
 
@@ -852,40 +871,15 @@ impl Pair {
         let session_key = primary.signer.as_ref().expect("the primary is logged on");
         self.session_id = primary.session_id;
         self.tree_id = primary.tree_id;
-        let mut hash = self.neg_preauth.clone();
-        let mut auth = ClientAuth::new(user, "", password, 133_000_000_000_000_000);
-        let mut token = auth.step(None).unwrap().unwrap();
-        loop {
-            let mut m = vec![0u8; HEADER_LEN];
-            smbq_wire::session_setup::encode_request(&mut m, 0, 1, &token);
-            m[HEADER_LEN + 2] = smbq_wire::session_setup::FLAG_BINDING;
-            let mut req = self.message(Command::SESSION_SETUP, &m[HEADER_LEN..]);
-            req[16..20].copy_from_slice(&(flags::SIGNED).to_le_bytes());
-            session_key.sign(&mut req);
-            hash.update(&req);
-            let r = self.raw(req).unwrap();
-            let h = Header::decode(&r[0]).unwrap();
-            let status = NtStatus(h.status);
-            let off = u16::from_le_bytes([r[0][68], r[0][69]]) as usize;
-            let len = u16::from_le_bytes([r[0][70], r[0][71]]) as usize;
-            let server_token = r[0][off..off + len].to_vec();
-            if status == NtStatus::MORE_PROCESSING_REQUIRED {
-                assert!(session_key.verify(&r[0]), "a binding's interim answer is signed with the session's key");
-                hash.update(&r[0]);
-                token = auth.step(Some(&server_token)).unwrap().unwrap();
-                continue;
-            }
-            if status != NtStatus::SUCCESS {
-                return status;
-            }
-            let _ = auth.step(Some(&server_token)).unwrap();
-            let keys = derive_keys(0x0311, &auth.session_key().unwrap(), Some(&hash.0), Some(Cipher::Aes128Gcm));
-            let channel = Signer::new(SigningAlgorithm::AesCmac, &keys.signing);
-            assert!(channel.verify(&r[0]), "the bound channel's first answer is signed with its own key");
-            assert!(!session_key.verify(&r[0]));
-            self.signer = Some(channel);
-            return status;
-        }
+        let (r, keys) = match self.authenticate(user, password, Some(session_key)) {
+            Ok(done) => done,
+            Err(status) => return status,
+        };
+        let channel = Signer::new(SigningAlgorithm::AesCmac, &keys.signing);
+        assert!(channel.verify(&r), "the bound channel's first answer is signed with its own key");
+        assert!(!session_key.verify(&r));
+        self.signer = Some(channel);
+        NtStatus::SUCCESS
     }
 }
 

@@ -222,6 +222,12 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
 }
 
+/// Whether a CREATE replaces what the file holds (SUPERSEDE, OVERWRITE,
+/// OVERWRITE_IF) if it exists.
+fn overwrites(r: &CreateRequest<'_>) -> bool {
+    matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF)
+}
+
 /// The durable request and reconnect contexts of a CREATE (MS-SMB2
 /// 3.3.5.9.6, .7, .10, .12), with the combinations Samba and Windows
 /// refuse: a reconnect together with a request or reconnect of the other
@@ -259,7 +265,7 @@ const RECONNECT_POLL: Duration = Duration::from_millis(50);
 
 fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable::Reconnect, share: &Arc<Share>) -> HResult {
     let user = ctx.session()?.user.clone();
-    let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    let client = ctx.conn.client_guid();
     // A reconnect names its lease by the context alone (clients send it
     // with RequestedOplockLevel 0, as smbtorture does).
     let lease_key = r.context(ctx_name::LEASE).map(|c| LeaseContext::decode(c.data)).transpose().map_err(NtStatus::from)?.map(|l| l.key);
@@ -403,7 +409,7 @@ fn check_existing(st: &FileStat, entry: Option<&crate::files::FileEntry>, r: &Cr
         if r.options & options::DELETE_ON_CLOSE != 0 {
             return Err(NtStatus::CANNOT_DELETE);
         }
-        let overwrite = matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF);
+        let overwrite = overwrites(r);
         if granted & WRITE_ACCESS != 0 || overwrite {
             return Err(NtStatus::ACCESS_DENIED);
         }
@@ -428,7 +434,7 @@ fn contend(
     let server = &ctx.conn.server;
     // Opens under the same lease do not conflict with each other's caching.
     let violation = share_conflict(&entry.opens, granted, r.share_access);
-    let overwrite = matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF);
+    let overwrite = overwrites(r);
     let access = oplock::effective_access(granted, overwrite);
     let c = oplock::contend(entry, access, lease, violation, overwrite, ctx.now, server.break_timeout());
     server.send_breaks(&c.breaks);
@@ -600,7 +606,7 @@ fn open_file(
     // stays locked: no other open can come between them, and nothing is
     // truncated before the share modes and oplocks allow it.
     let lease_req = lease_request(ctx, r)?;
-    let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    let client = ctx.conn.client_guid();
     let lease_id: Option<LeaseId> = lease_req.map(|l| (client, l.key));
     if let Some(d) = durable_request.filter(|d| d.v2) {
         if let Some(r) = replay(ctx, &d.create_guid, client, lease_id.map(|id| id.1), r.oplock_level) {
@@ -610,7 +616,7 @@ fn open_file(
     let server = Arc::clone(&ctx.conn.server);
     // Durable opens parked after a lost connection hold a batch oplock
     // nobody can acknowledge: an open that would break it closes them.
-    let overwrite = matches!(r.disposition, disposition::SUPERSEDE | disposition::OVERWRITE | disposition::OVERWRITE_IF);
+    let overwrite = overwrites(r);
     let key = (!oplock::is_stat_open(oplock::effective_access(granted, overwrite))).then(|| fs.stat_path(name).ok()).flatten().map(|s| s.file_id);
     server.expire_parked(ctx.now, |p| Some(p.open.file_key) == key);
     let mut files = server.lock_files();

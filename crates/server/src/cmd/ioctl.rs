@@ -347,7 +347,7 @@ fn request_resiliency(ctx: &mut Ctx<'_>, fid: FileId, input: &[u8]) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let user = ctx.session()?.user.to_lowercase();
-    let client_guid = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    let client_guid = ctx.conn.client_guid();
     let o = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
     if o.handle().is_none() {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);

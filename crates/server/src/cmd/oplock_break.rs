@@ -30,7 +30,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
 /// connection's client's, named by its key.
 fn lease_ack(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let (key, state) = smbq_wire::lease::decode_ack(req.msg).map_err(NtStatus::from)?;
-    let client = ctx.conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default();
+    let client = ctx.conn.client_guid();
     let id = (client, key);
     let server = std::sync::Arc::clone(&ctx.conn.server);
     let mut files = server.lock_files();

@@ -239,7 +239,7 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
             }
         }
     }
-    let own_lease = open.lease.map(|k| (conn.neg.as_ref().map(|n| n.client_guid).unwrap_or_default(), k));
+    let own_lease = open.lease.map(|k| (conn.client_guid(), k));
     fs.rename(&from, target, ri.replace_if_exists).map_err(NtStatus::from)?;
     {
         // Every connection's opens of the moved file now name it by
