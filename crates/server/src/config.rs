@@ -45,6 +45,10 @@ pub struct ShareConfig {
     /// Users who may connect but not modify anything.
     #[serde(default)]
     pub read_only_users: Vec<String>,
+    /// Serve this file system instead of `path` (an embedder's, or a
+    /// test's [`smbq_vfs::MemFs`]).
+    #[serde(skip)]
+    pub fs: Option<std::sync::Arc<dyn smbq_vfs::FileSystem>>,
 }
 
 impl ShareConfig {

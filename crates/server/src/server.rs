@@ -7,7 +7,7 @@
 use crate::config::{EncryptPolicy, ServerConfig};
 use crate::files::FileTable;
 use smbq_auth::UserDb;
-use smbq_vfs::PosixFs;
+use smbq_vfs::{FileSystem, PosixFs};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -15,7 +15,7 @@ use std::time::SystemTime;
 use tokio::sync::Semaphore;
 
 pub enum ShareKind {
-    Disk(PosixFs),
+    Disk(Arc<dyn FileSystem>),
     /// IPC$: named pipes (srvsvc).
     Ipc,
 }
@@ -54,12 +54,12 @@ impl Share {
 
     /// Whether the tree is read-only for whoever holds this view of it.
     pub fn read_only(&self) -> bool {
-        self.fs().is_some_and(PosixFs::read_only)
+        self.fs().is_some_and(|fs| fs.read_only())
     }
 
-    pub fn fs(&self) -> Option<&PosixFs> {
+    pub fn fs(&self) -> Option<&dyn FileSystem> {
         match &self.kind {
-            ShareKind::Disk(fs) => Some(fs),
+            ShareKind::Disk(fs) => Some(fs.as_ref()),
             ShareKind::Ipc => None,
         }
     }
@@ -143,8 +143,13 @@ impl Server {
         config.limits.check()?;
         let mut shares = Vec::new();
         for s in &config.shares {
-            let fs = PosixFs::new(&s.path, s.read_only)
-                .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?;
+            let fs: Arc<dyn FileSystem> = match &s.fs {
+                Some(fs) => Arc::clone(fs),
+                None => Arc::new(
+                    PosixFs::new(&s.path, s.read_only)
+                        .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?,
+                ),
+            };
             if s.name.eq_ignore_ascii_case("IPC$") || s.name.is_empty() || s.name.len() > 80 {
                 return Err(format!("invalid share name {:?}", s.name));
             }

@@ -22,7 +22,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod error;
+mod mem;
 mod posix;
+
+pub use mem::MemFs;
 
 pub use error::FsError;
 
@@ -120,16 +123,50 @@ pub struct PosixFs {
     read_only: bool,
 }
 
-/// An open file or directory. Holds the fd and the share-relative path it
-/// was opened by (kept current across renames by the server).
+/// An open file or directory: the share-relative path it was opened by
+/// (kept current across renames by the server) and the file system's
+/// object behind it.
 #[derive(Debug)]
 pub struct Handle {
-    fd: OwnedFd,
     pub path: String,
     pub is_dir: bool,
-    /// The share root, to resolve symlinks and `..` in [`Handle::read_dir`].
-    root: Arc<OwnedFd>,
-    read_only: bool,
+    file: Box<dyn FileObject>,
+}
+
+/// What a share's files live on: a POSIX tree ([`PosixFs`]) or memory
+/// ([`MemFs`], for tests that drive the engine deterministically). The
+/// engine reaches files only through it; every method takes SMB paths as
+/// [`check_name`] allows them and answers what MS-FSA says, as [`PosixFs`]
+/// documents method by method.
+pub trait FileSystem: Send + Sync + std::fmt::Debug {
+    fn read_only(&self) -> bool;
+    /// The same files, refusing every change (a share's read-only users).
+    fn read_only_view(&self) -> Arc<dyn FileSystem>;
+    fn open(&self, path: &str, opts: &OpenOptions) -> Result<(Handle, CreateAction), FsError>;
+    fn stat_path(&self, path: &str) -> Result<FileStat, FsError>;
+    fn unlink(&self, path: &str, is_dir: bool) -> Result<(), FsError>;
+    fn rename(&self, from: &str, to: &str, replace: bool) -> Result<(), FsError>;
+    fn stat_fs(&self) -> Result<FsStat, FsError>;
+}
+
+/// The object an open [`Handle`] holds (see the `Handle` methods).
+pub trait FileObject: Send + Sync + std::fmt::Debug {
+    fn stat(&self) -> Result<FileStat, FsError>;
+    fn read_append(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError>;
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<(), FsError>;
+    fn set_len(&self, len: u64) -> Result<(), FsError>;
+    fn set_allocation(&self, len: u64) -> Result<(), FsError>;
+    fn set_times(&self, t: &SetTimes) -> Result<(), FsError>;
+    fn set_readonly(&self, ro: bool) -> Result<(), FsError>;
+    fn sync(&self) -> Result<(), FsError>;
+    /// `path`: the handle's current share-relative path.
+    fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError>;
+}
+
+impl Handle {
+    pub fn new(path: String, is_dir: bool, file: Box<dyn FileObject>) -> Handle {
+        Handle { path, is_dir, file }
+    }
 }
 
 impl PosixFs {
@@ -186,41 +223,41 @@ impl PosixFs {
 
 impl Handle {
     pub fn stat(&self) -> Result<FileStat, FsError> {
-        posix::fstat(self)
+        self.file.stat()
     }
     /// Append up to `len` bytes read at `offset` to `out`; returns bytes
     /// read (fewer only at EOF, 0 at or past it).
     pub fn read_append(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError> {
-        posix::read_append(self, out, len, offset)
+        self.file.read_append(out, len, offset)
     }
     /// Write all of `buf` at `offset`. A handle not opened for writing is
     /// ACCESS_DENIED.
     pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), FsError> {
-        posix::write_at(self, &[buf], offset)
+        self.file.write_vectored_at(&[buf], offset)
     }
     /// Write `bufs` one after the other from `offset` (pwritev), as
     /// [`write_at`](Self::write_at) does one buffer.
     pub fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {
-        posix::write_at(self, bufs, offset)
+        self.file.write_vectored_at(bufs, offset)
     }
     pub fn set_len(&self, len: u64) -> Result<(), FsError> {
-        posix::set_len(self, len)
+        self.file.set_len(len)
     }
     /// Preallocate (FileAllocationInformation) without changing the size;
     /// below the size it truncates. A no-op where the file system cannot.
     pub fn set_allocation(&self, len: u64) -> Result<(), FsError> {
-        posix::set_allocation(self, len)
+        self.file.set_allocation(len)
     }
     pub fn set_times(&self, t: &SetTimes) -> Result<(), FsError> {
-        posix::set_times(self, t)
+        self.file.set_times(t)
     }
     /// Set FILE_ATTRIBUTE_READONLY (clears all write bits) or clear it
     /// (sets the owner write bit).
     pub fn set_readonly(&self, ro: bool) -> Result<(), FsError> {
-        posix::set_readonly(self, ro)
+        self.file.set_readonly(ro)
     }
     pub fn sync(&self) -> Result<(), FsError> {
-        posix::sync(self)
+        self.file.sync()
     }
     /// All entries of this directory, `.` and `..` first, then sorted by
     /// name (bytewise). Names a client could not open again (non-UTF-8,
@@ -228,7 +265,31 @@ impl Handle {
     /// meanwhile. A symlink shows its target when that is inside the share,
     /// else the link itself. INVALID_PARAMETER on a file handle.
     pub fn read_dir(&self) -> Result<Vec<DirEntry>, FsError> {
-        posix::read_dir(self)
+        self.file.read_dir(&self.path)
+    }
+}
+
+impl FileSystem for PosixFs {
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+    fn read_only_view(&self) -> Arc<dyn FileSystem> {
+        Arc::new(PosixFs::read_only_view(self))
+    }
+    fn open(&self, path: &str, opts: &OpenOptions) -> Result<(Handle, CreateAction), FsError> {
+        posix::open(self, path, opts)
+    }
+    fn stat_path(&self, path: &str) -> Result<FileStat, FsError> {
+        posix::stat_path(self, path)
+    }
+    fn unlink(&self, path: &str, is_dir: bool) -> Result<(), FsError> {
+        posix::unlink(self, path, is_dir)
+    }
+    fn rename(&self, from: &str, to: &str, replace: bool) -> Result<(), FsError> {
+        posix::rename(self, from, to, replace)
+    }
+    fn stat_fs(&self) -> Result<FsStat, FsError> {
+        posix::stat_fs(self)
     }
 }
 

@@ -4,7 +4,7 @@
 //! relative symlink can reach outside the share: the kernel answers EXDEV.
 
 use crate::{
-    filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, Handle, Kind,
+    filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Handle, Kind,
     OpenOptions, PosixFs, SetTimes,
 };
 use rustix::fs::{
@@ -85,7 +85,7 @@ fn check_component(c: &str) -> Result<(), FsError> {
 /// `::$DATA` (the default data stream, MS-FSCC 2.1.5.1) is dropped. An empty
 /// path is the root; an empty component (leading, trailing or doubled `\`)
 /// is invalid, which also rejects `\\?\` and `\??\` prefixes.
-fn split(path: &str) -> Result<Vec<&str>, FsError> {
+pub(crate) fn split(path: &str) -> Result<Vec<&str>, FsError> {
     if path.len() > MAX_PATH {
         return Err(FsError::InvalidName);
     }
@@ -249,12 +249,9 @@ pub(crate) fn open(
         return Err(FsError::ReadOnly);
     }
     let root = fs.root.as_fd();
-    let handle = |fd: OwnedFd, is_dir: bool| Handle {
-        fd,
-        path: comps.join("\\"),
-        is_dir,
-        root: Arc::clone(&fs.root),
-        read_only: fs.read_only,
+    let handle = |fd: OwnedFd, is_dir: bool| {
+        let file = PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only };
+        Handle::new(comps.join("\\"), is_dir, Box::new(file))
     };
     for _ in 0..RETRIES {
         match beneath(root, &rel(&comps), OFlags::PATH, 0) {
@@ -461,14 +458,14 @@ pub(crate) fn stat_fs(fs: &PosixFs) -> Result<FsStat, FsError> {
     })
 }
 
-pub(crate) fn fstat(h: &Handle) -> Result<FileStat, FsError> {
+pub(crate) fn fstat(h: &PosixFile) -> Result<FileStat, FsError> {
     fstatx(h.fd.as_fd()).map(|x| to_stat(&x)).map_err(err)
 }
 
 /// pread straight into `out`'s spare capacity (no zeroing pass over a
 /// buffer that is about to be overwritten), appending up to `len` bytes;
 /// stops at `len` or at EOF.
-pub(crate) fn read_append(h: &Handle, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError> {
+pub(crate) fn read_append(h: &PosixFile, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError> {
     out.reserve_exact(len);
     let start = out.len();
     while out.len() - start < len {
@@ -492,7 +489,7 @@ pub(crate) fn read_append(h: &Handle, out: &mut Vec<u8>, len: usize, offset: u64
     Ok(out.len() - start)
 }
 
-pub(crate) fn write_at(h: &Handle, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {
+pub(crate) fn write_at(h: &PosixFile, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {
     if h.read_only {
         return Err(FsError::ReadOnly);
     }
@@ -529,7 +526,7 @@ pub(crate) fn write_at(h: &Handle, bufs: &[&[u8]], offset: u64) -> Result<(), Fs
 }
 
 /// Size changes need a handle opened for writing.
-fn check_writable(h: &Handle) -> Result<(), FsError> {
+fn check_writable(h: &PosixFile) -> Result<(), FsError> {
     if h.read_only {
         return Err(FsError::ReadOnly);
     }
@@ -541,7 +538,7 @@ fn check_writable(h: &Handle) -> Result<(), FsError> {
 }
 
 /// MS-FSCC 2.4.14 FileEndOfFileInformation.
-pub(crate) fn set_len(h: &Handle, len: u64) -> Result<(), FsError> {
+pub(crate) fn set_len(h: &PosixFile, len: u64) -> Result<(), FsError> {
     check_writable(h)?;
     rfs::ftruncate(&h.fd, len).map_err(err)
 }
@@ -549,7 +546,7 @@ pub(crate) fn set_len(h: &Handle, len: u64) -> Result<(), FsError> {
 /// MS-FSCC 2.4.4 FileAllocationInformation: below the end of file it
 /// truncates; above, it reserves blocks without changing the size (where
 /// the file system cannot, the request is a successful no-op).
-pub(crate) fn set_allocation(h: &Handle, len: u64) -> Result<(), FsError> {
+pub(crate) fn set_allocation(h: &PosixFile, len: u64) -> Result<(), FsError> {
     check_writable(h)?;
     let size = fstatx(h.fd.as_fd()).map_err(err)?.stx_size;
     if len < size {
@@ -579,7 +576,7 @@ fn timespec(t: Option<u64>) -> Timespec {
 }
 
 /// MS-FSCC 2.4.7 FileBasicInformation times.
-pub(crate) fn set_times(h: &Handle, t: &SetTimes) -> Result<(), FsError> {
+pub(crate) fn set_times(h: &PosixFile, t: &SetTimes) -> Result<(), FsError> {
     if h.read_only {
         return Err(FsError::ReadOnly);
     }
@@ -595,7 +592,7 @@ pub(crate) fn set_times(h: &Handle, t: &SetTimes) -> Result<(), FsError> {
 
 /// FILE_ATTRIBUTE_READONLY: set clears every write bit, clear restores the
 /// owner's.
-pub(crate) fn set_readonly(h: &Handle, ro: bool) -> Result<(), FsError> {
+pub(crate) fn set_readonly(h: &PosixFile, ro: bool) -> Result<(), FsError> {
     if h.read_only {
         return Err(FsError::ReadOnly);
     }
@@ -607,7 +604,7 @@ pub(crate) fn set_readonly(h: &Handle, ro: bool) -> Result<(), FsError> {
     rfs::fchmod(&h.fd, Mode::from_raw_mode(new)).map_err(err)
 }
 
-pub(crate) fn sync(h: &Handle) -> Result<(), FsError> {
+pub(crate) fn sync(h: &PosixFile) -> Result<(), FsError> {
     rfs::fsync(&h.fd).map_err(err)
 }
 
@@ -616,7 +613,7 @@ pub(crate) fn sync(h: &Handle) -> Result<(), FsError> {
 /// [`check_component`]) and entries that vanish while we stat them are
 /// left out. A symlink shows its target's metadata when the target is
 /// inside the share, else the link's own.
-pub(crate) fn read_dir(h: &Handle) -> Result<Vec<DirEntry>, FsError> {
+fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
     let root = h.root.as_fd();
     let me = fstatx(h.fd.as_fd()).map_err(err)?;
     if file_type(&me) != FileType::Directory {
@@ -624,7 +621,7 @@ pub(crate) fn read_dir(h: &Handle) -> Result<Vec<DirEntry>, FsError> {
     }
     let is_root = same_file(&me, &fstatx(root).map_err(err)?);
     // The handle's own path, to resolve symlink targets beneath the root.
-    let comps = split(&h.path).ok();
+    let comps = split(path).ok();
     let parent = match (&comps, is_root) {
         (Some(c), false) => {
             let p = c.split_last().map_or(&[][..], |(_, p)| p);
@@ -742,5 +739,44 @@ mod tests {
         let t = timespec(Some(0));
         assert_eq!((t.tv_sec, t.tv_nsec), (-11_644_473_600, 0));
         assert_eq!(timespec(None).tv_nsec, rfs::UTIME_OMIT);
+    }
+}
+
+/// An open file or directory of a [`PosixFs`]: its fd, and the share root
+/// to resolve symlinks and `..` in a directory listing.
+#[derive(Debug)]
+pub(crate) struct PosixFile {
+    fd: OwnedFd,
+    root: Arc<OwnedFd>,
+    read_only: bool,
+}
+
+impl FileObject for PosixFile {
+    fn stat(&self) -> Result<FileStat, FsError> {
+        fstat(self)
+    }
+    fn read_append(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError> {
+        read_append(self, out, len, offset)
+    }
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {
+        write_at(self, bufs, offset)
+    }
+    fn set_len(&self, len: u64) -> Result<(), FsError> {
+        set_len(self, len)
+    }
+    fn set_allocation(&self, len: u64) -> Result<(), FsError> {
+        set_allocation(self, len)
+    }
+    fn set_times(&self, t: &SetTimes) -> Result<(), FsError> {
+        set_times(self, t)
+    }
+    fn set_readonly(&self, ro: bool) -> Result<(), FsError> {
+        set_readonly(self, ro)
+    }
+    fn sync(&self) -> Result<(), FsError> {
+        sync(self)
+    }
+    fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
+        read_dir(self, path)
     }
 }

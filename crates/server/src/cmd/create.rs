@@ -11,7 +11,7 @@ use crate::oplock;
 use smbq_wire::lease::{self, LeaseContext};
 use smbq_wire::oplock_break;
 use crate::server::{Share, ShareKind};
-use smbq_vfs::{CreateAction, Disposition, FileStat, Kind, OpenOptions, PosixFs};
+use smbq_vfs::{CreateAction, Disposition, FileStat, FileSystem, Kind, OpenOptions};
 use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_data, options, share, CreateRequest, CreateResponse};
 use smbq_wire::fscc::{attr, FileMeta};
 use smbq_wire::{FileId, NtStatus, Reader};
@@ -208,7 +208,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         // separator (smbtorture smb2.create.leading-slash).
         ShareKind::Disk(_) if r.name.starts_with('\\') => Err(NtStatus::INVALID_PARAMETER),
         ShareKind::Disk(fs) => {
-            let result = open_file(ctx, req.msg, &r, durable.0, granted, maximal, fs, Arc::clone(&share));
+            let result = open_file(ctx, req.msg, &r, durable.0, granted, maximal, fs.as_ref(), Arc::clone(&share));
             // A durable v2 CREATE that waits can be told from its replay.
             if let Some(d) = durable.0.filter(|d| d.v2) {
                 if result == Ok(NtStatus::PENDING) {
@@ -541,7 +541,7 @@ const QUOTA_FAKE_FILE: &str = "$Extend\\$Quota:$Q:$INDEX_ALLOCATION";
 /// (so it can be neither deleted nor renamed, and holds no share mode)
 /// reported as a hidden system directory without times or sizes
 /// (smbtorture smb2.create.quota-fake-file).
-fn open_quota_file(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, granted: u32, fs: &PosixFs, share: Arc<Share>) -> HResult {
+fn open_quota_file(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, granted: u32, fs: &dyn FileSystem, share: Arc<Share>) -> HResult {
     if !matches!(r.disposition, disposition::OPEN | disposition::OPEN_IF) || r.options & options::DELETE_ON_CLOSE != 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -563,7 +563,7 @@ fn open_file(
     durable_request: Option<durable::Request>,
     mut granted: u32,
     mut maximal: u32,
-    fs: &PosixFs,
+    fs: &dyn FileSystem,
     share: Arc<Share>,
 ) -> HResult {
     let name = r.name.as_str();
