@@ -36,6 +36,9 @@ pub struct ClientAuth {
     spnego: bool,
     state: State,
     session_key: Option<[u8; 16]>,
+    /// The client challenge and exported session key to use instead of
+    /// random ones (a test that repeats a conversation byte for byte).
+    fixed: Option<([u8; 8], [u8; 16])>,
 }
 
 /// The SPNEGO MechTypeList we send: NTLMSSP only.
@@ -53,7 +56,14 @@ impl ClientAuth {
             spnego: true,
             state: State::Start,
             session_key: None,
+            fixed: None,
         }
+    }
+
+    /// Use `client_challenge` and `session_key` where a random client
+    /// challenge and exported session key would go.
+    pub fn with_randomness(self, client_challenge: [u8; 8], session_key: [u8; 16]) -> ClientAuth {
+        ClientAuth { fixed: Some((client_challenge, session_key)), ..self }
     }
 
     /// Like [`ClientAuth::new`] but sends bare NTLMSSP messages, no SPNEGO.
@@ -129,7 +139,8 @@ impl ClientAuth {
         if flags & ntlm::NEGOTIATE_UNICODE == 0 {
             return Err(AuthError::Unsupported("NTLMSSP without Unicode"));
         }
-        let (auth, key) = self.build_authenticate(negotiate, challenge_msg, &ch, flags, rand::random(), rand::random())?;
+        let (client_challenge, random_key) = self.fixed.unwrap_or_else(|| (rand::random(), rand::random()));
+        let (auth, key) = self.build_authenticate(negotiate, challenge_msg, &ch, flags, client_challenge, random_key)?;
         self.session_key = Some(key);
         if !self.spnego {
             return Ok(auth);

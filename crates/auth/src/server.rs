@@ -55,12 +55,12 @@ impl ServerAuth {
     /// `now_filetime`: the current time as FILETIME (100 ns since 1601),
     /// sent as MsvAvTimestamp; the server challenge comes from `rand`.
     pub fn new(target: TargetInfo, now_filetime: u64) -> ServerAuth {
-        ServerAuth { target, now_filetime, server_challenge: rand::random(), state: State::Start }
+        ServerAuth::with_challenge(target, now_filetime, rand::random())
     }
 
-    /// A fixed server challenge, so tests can replay a client's tokens.
-    #[cfg(test)]
-    pub(crate) fn with_challenge(target: TargetInfo, now_filetime: u64, server_challenge: [u8; 8]) -> ServerAuth {
+    /// As [`ServerAuth::new`], with the server challenge given (a fixed
+    /// one lets a test replay a client's tokens).
+    pub fn with_challenge(target: TargetInfo, now_filetime: u64, server_challenge: [u8; 8]) -> ServerAuth {
         ServerAuth { target, now_filetime, server_challenge, state: State::Start }
     }
 

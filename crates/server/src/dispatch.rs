@@ -317,8 +317,9 @@ fn finish(c: &mut Connection, mut out: Vec<u8>, starts: &[(usize, Option<u64>)],
         }
     }
     if let Some(sid) = enc {
+        let random = c.st.server.random();
         if let Some(s) = c.st.session_mut(sid) {
-            let nonce = s.next_nonce();
+            let nonce = s.next_nonce(random);
             if let (Some(sealer), Some(buf)) = (s.encryptor.as_ref(), out.get_mut(4..)) {
                 sealer.seal(sid, &nonce, buf);
             }

@@ -28,4 +28,4 @@ pub mod tree;
 
 pub use config::{check_range, EncryptPolicy, Limits, NetInterface, ServerConfig, ShareConfig};
 pub use connection::{Connection, Fatal, TransportInfo, TransportKind};
-pub use server::Server;
+pub use server::{Server, Sources};

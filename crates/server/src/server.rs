@@ -109,8 +109,30 @@ struct Mailbox {
     waker: Option<Waker>,
 }
 
+/// Where the engine gets wall-clock time and random numbers: the system's
+/// ([`Sources::system`]), or a test's fixed clock and seeded generator
+/// ([`Sources::seeded`]), with which the same requests get the same
+/// answers byte for byte. (Timers run on the `Instant` the transport
+/// passes in.)
+pub struct Sources {
+    pub clock: Box<dyn Fn() -> SystemTime + Send + Sync>,
+    pub rng: Box<dyn rand::RngCore + Send>,
+}
+
+impl Sources {
+    pub fn system() -> Sources {
+        Sources { clock: Box::new(SystemTime::now), rng: Box::new(<rand::rngs::StdRng as rand::SeedableRng>::from_entropy()) }
+    }
+
+    pub fn seeded(seed: u64, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Sources {
+        Sources { clock: Box::new(clock), rng: Box::new(<rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed)) }
+    }
+}
+
 pub struct Server {
     pub config: ServerConfig,
+    clock: Box<dyn Fn() -> SystemTime + Send + Sync>,
+    rng: Mutex<Box<dyn rand::RngCore + Send>>,
     pub users: RwLock<UserDb>,
     pub shares: Vec<Arc<Share>>,
     pub guid: [u8; 16],
@@ -140,6 +162,12 @@ pub struct Server {
 impl Server {
     /// Open every share root; a missing or unreadable one is an error.
     pub fn new(config: ServerConfig, users: UserDb) -> Result<Server, String> {
+        Server::with_sources(config, users, Sources::system())
+    }
+
+    /// As [`Server::new`], with the clock and randomness given.
+    pub fn with_sources(config: ServerConfig, users: UserDb, sources: Sources) -> Result<Server, String> {
+        let Sources { clock, mut rng } = sources;
         config.limits.check()?;
         let mut shares = Vec::new();
         for s in &config.shares {
@@ -167,8 +195,10 @@ impl Server {
         Ok(Server {
             users: RwLock::new(users),
             shares,
-            guid: rand::random(),
-            start_time: now_filetime(SystemTime::now()),
+            guid: rand::Rng::gen(&mut rng),
+            start_time: now_filetime(clock()),
+            clock,
+            rng: Mutex::new(rng),
             files: Mutex::new(FileTable::default()),
             next_connection_id: AtomicU64::new(1),
             next_volatile: AtomicU64::new(1),
@@ -309,7 +339,21 @@ impl Server {
     pub(crate) fn session_id(&self) -> u64 {
         // Mix in randomness in the high bits so ids are not guessable.
         let n = self.next_session_id.fetch_add(1, Ordering::Relaxed);
-        (rand::random::<u64>() & 0x7FFF_0000_0000_0000) | n
+        (self.random::<u64>() & 0x7FFF_0000_0000_0000) | n
+    }
+
+    /// A random value from the server's generator.
+    pub fn random<T>(&self) -> T
+    where
+        rand::distributions::Standard: rand::distributions::Distribution<T>,
+    {
+        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        rand::Rng::gen(&mut **rng)
+    }
+
+    /// The time now, as FILETIME.
+    pub fn now(&self) -> u64 {
+        now_filetime((self.clock)())
     }
 
     pub fn lookup_user(&self, user: &str) -> Option<[u8; 16]> {

@@ -109,12 +109,11 @@ impl Session {
 
     /// A nonce never used before with this session's encryption key: a
     /// counter in the first 8 bytes plus 3 random bytes (CCM uses 11).
-    pub fn next_nonce(&mut self) -> [u8; 16] {
+    pub fn next_nonce(&mut self, random: [u8; 3]) -> [u8; 16] {
         self.nonce += 1;
         let mut n = [0u8; 16];
         n[..8].copy_from_slice(&self.nonce.to_le_bytes());
-        let r: [u8; 3] = rand::random();
-        n[8..11].copy_from_slice(&r);
+        n[8..11].copy_from_slice(&random);
         n
     }
 }

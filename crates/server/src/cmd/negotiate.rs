@@ -4,14 +4,12 @@
 use crate::connection::{ConnState, Fatal, Negotiated, TransportKind};
 use crate::credits::Credits;
 use crate::dispatch::{Ctx, HResult, Req};
-use crate::server::now_filetime;
 use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
 use smbq_wire::negotiate::{
     caps, ctx as nctx, decode_id_list, decode_preauth, decode_transport_caps, security_mode, NegotiateRequest,
     NegotiateResponse, ACCEPT_TRANSPORT_LEVEL_SECURITY, HASH_SHA512,
 };
 use smbq_wire::{header, Dialect, Header, NtStatus, Put};
-use std::time::SystemTime;
 
 /// Dialects we speak, best first.
 pub const DIALECTS: [Dialect; 5] = [Dialect::SMB311, Dialect::SMB302, Dialect::SMB300, Dialect::SMB210, Dialect::SMB202];
@@ -49,7 +47,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         if !hashes.contains(&HASH_SHA512) {
             return Err(NtStatus(0xC05D_0000)); // STATUS_SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP
         }
-        let salt: [u8; 32] = rand::random();
+        let salt: [u8; 32] = ctx.conn.server.random();
         let mut d = Vec::new();
         d.u16(1);
         d.u16(32);
@@ -106,7 +104,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     neg.server_capabilities = capabilities;
     neg.server_security_mode = sec_mode;
-    let now = now_filetime(SystemTime::now());
+    let now = ctx.conn.server.now();
     let token = smbq_auth::spnego_negotiate_token();
     let header_start = ctx.header_start;
     NegotiateResponse {
@@ -174,7 +172,7 @@ pub(crate) fn smb1(st: &mut ConnState, credits: &mut Credits, msg: &[u8]) -> Res
         max_transact: max_io,
         max_read: max_io,
         max_write: max_io,
-        system_time: now_filetime(SystemTime::now()),
+        system_time: st.server.now(),
         start_time: 0,
         security_buffer: &token,
         contexts: Vec::new(),

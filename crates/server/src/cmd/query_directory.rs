@@ -120,11 +120,8 @@ struct Listing {
 }
 
 impl Listing {
-    fn new(st: &smbq_vfs::FileStat) -> Listing {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| smbq_vfs::filetime(d.as_secs() as i64, i64::from(d.subsec_nanos())))
-            .unwrap_or(0);
+    /// `now`: FILETIME.
+    fn new(st: &smbq_vfs::FileStat, now: u64) -> Listing {
         let newest = st.last_write_time.max(st.change_time);
         Listing { times: (st.last_write_time, st.change_time), settled: now > newest.saturating_add(TICK_SLACK) }
     }
@@ -198,13 +195,13 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             (Some(c), true) => c.pattern.clone(),
             (None, true) => vec!['*'],
         };
-        let listed = Listing::new(&h.stat().map_err(NtStatus::from)?);
+        let listed = Listing::new(&h.stat().map_err(NtStatus::from)?, ctx.conn.server.now());
         let entries = h.read_dir().map_err(NtStatus::from)?;
         open.dir = Some(DirCursor { pattern, entries, listed, pos: 0, returned: false });
     } else if let Some(cursor) = open.dir.as_mut() {
         let st = h.stat().map_err(NtStatus::from)?;
         if !cursor.listed.current(&st) {
-            let listed = Listing::new(&st);
+            let listed = Listing::new(&st, ctx.conn.server.now());
             let fresh = h.read_dir().map_err(NtStatus::from)?;
             cursor.pos = resume_pos(&cursor.entries, cursor.pos, &fresh);
             cursor.entries = fresh;
@@ -276,16 +273,15 @@ mod tests {
 
     #[test]
     fn listings_are_trusted_only_when_settled() {
+        let now = 133_000_000_000_000_000;
         let old = smbq_vfs::FileStat { last_write_time: 130_000_000_000_000_000, change_time: 130_000_000_000_000_001, ..Default::default() };
-        let l = Listing::new(&old);
+        let l = Listing::new(&old, now);
         assert!(l.settled && l.current(&old));
         let touched = smbq_vfs::FileStat { change_time: old.change_time + 1, ..old };
         assert!(!l.current(&touched));
         // A directory changed "now" may change again within the same tick.
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-        let ft = smbq_vfs::filetime(now.as_secs() as i64, i64::from(now.subsec_nanos()));
-        let recent = smbq_vfs::FileStat { last_write_time: ft, change_time: ft, ..Default::default() };
-        assert!(!Listing::new(&recent).current(&recent));
+        let recent = smbq_vfs::FileStat { last_write_time: now, change_time: now, ..Default::default() };
+        assert!(!Listing::new(&recent, now).current(&recent));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::config::EncryptPolicy;
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::connection::Negotiated;
-use crate::server::{now_filetime, LiveSession};
+use crate::server::LiveSession;
 use crate::session::{Channel, Session, SessionState};
 use smbq_auth::{AuthError, AuthStep, ServerAuth, TargetInfo};
 use smbq_crypto::{derive_keys, Sealer, Signer, SigningAlgorithm};
@@ -13,7 +13,7 @@ use smbq_wire::session_setup::{encode_response, session_flags, SessionSetupReque
 use smbq_wire::{Dialect, NtStatus};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let server = ctx.conn.server.clone();
@@ -26,12 +26,12 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         dns_computer: server.config.server_name.to_lowercase(),
         dns_domain: String::new(),
     };
-    let now = now_filetime(SystemTime::now());
+    let now = server.now();
     if r.flags & FLAG_BINDING != 0 {
         if let Some(refusal) = bind_refusal(ctx, req, &neg) {
             return Err(refusal);
         }
-        return bind(ctx, req, &r, &neg, ServerAuth::new(target(), now));
+        return bind(ctx, req, &r, &neg, ServerAuth::with_challenge(target(), now, server.random()));
     }
     let mut sid = req.hdr.session_id;
     let me = ctx.conn.id;
@@ -42,7 +42,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             return Err(NtStatus::REQUEST_NOT_ACCEPTED);
         }
         sid = server.session_id();
-        let s = Session::new(sid, ctx.conn.id, ServerAuth::new(target(), now), ctx.conn.preauth.clone());
+        let s = Session::new(sid, ctx.conn.id, ServerAuth::with_challenge(target(), now, server.random()), ctx.conn.preauth.clone());
         ctx.conn.sessions.insert(sid, s);
         server.sessions.fetch_add(1, Ordering::Relaxed);
     }
@@ -51,7 +51,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let reauth = session.signer.is_some();
     if session.is_valid() {
         //= MS-SMB2 3.3.5.5.2: re-authentication of a valid session.
-        session.state = SessionState::InProgress(Box::new(ServerAuth::new(target(), now)));
+        session.state = SessionState::InProgress(Box::new(ServerAuth::with_challenge(target(), now, server.random())));
     }
     if neg.dialect == Dialect::SMB311 && !reauth {
         session.preauth.update(req.msg);

@@ -48,10 +48,10 @@ impl Pipe {
                 }
             })
             .collect();
-        Pipe::with_shares(name, &server.config.server_name, shares)
+        Pipe::with_shares(name, &server.config.server_name, shares, server.random::<u32>().max(1))
     }
 
-    fn with_shares(name: &str, server_name: &str, shares: Vec<ShareInfo>) -> Result<Pipe, NtStatus> {
+    fn with_shares(name: &str, server_name: &str, shares: Vec<ShareInfo>, assoc: u32) -> Result<Pipe, NtStatus> {
         let bare = name.strip_prefix('\\').unwrap_or(name);
         if !bare.eq_ignore_ascii_case("srvsvc") {
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
@@ -60,7 +60,7 @@ impl Pipe {
             name: "srvsvc".into(),
             input: Vec::new(),
             output: VecDeque::new(),
-            assoc: dcerpc::Association::new(rand::random::<u32>().max(1)),
+            assoc: dcerpc::Association::new(assoc),
             iface: Srvsvc { server_name: server_name.into(), shares },
         })
     }

@@ -22,7 +22,7 @@ fn shares() -> Vec<ShareInfo> {
 }
 
 fn pipe_with(shares: Vec<ShareInfo>) -> Pipe {
-    Pipe::with_shares("srvsvc", "SMBQ", shares).unwrap()
+    Pipe::with_shares("srvsvc", "SMBQ", shares, 1).unwrap()
 }
 
 fn pdu(ptype: u8, flags: u8, call_id: u32, body: &[u8]) -> Vec<u8> {
@@ -164,10 +164,10 @@ fn fault_status(frag: &[u8]) -> u32 {
 
 #[test]
 fn pipe_names() {
-    assert!(Pipe::with_shares("srvsvc", "SMBQ", shares()).is_ok());
-    assert!(Pipe::with_shares("\\SRVSVC", "SMBQ", shares()).is_ok());
-    assert_eq!(Pipe::with_shares("lsarpc", "SMBQ", shares()).err(), Some(NtStatus::OBJECT_NAME_NOT_FOUND));
-    assert_eq!(Pipe::with_shares("srvsvc\\x", "SMBQ", shares()).err(), Some(NtStatus::OBJECT_NAME_NOT_FOUND));
+    assert!(Pipe::with_shares("srvsvc", "SMBQ", shares(), 1).is_ok());
+    assert!(Pipe::with_shares("\\SRVSVC", "SMBQ", shares(), 1).is_ok());
+    assert_eq!(Pipe::with_shares("lsarpc", "SMBQ", shares(), 1).err(), Some(NtStatus::OBJECT_NAME_NOT_FOUND));
+    assert_eq!(Pipe::with_shares("srvsvc\\x", "SMBQ", shares(), 1).err(), Some(NtStatus::OBJECT_NAME_NOT_FOUND));
 }
 
 /// The bind smbclient and impacket send, and the exact BIND_ACK.
