@@ -11,7 +11,8 @@ this is about smbq's transports.
 Multichannel: ``--multichannel`` writes a file over one connection, binds its
 session to a second connection (SESSION_SETUP with SMB2_SESSION_FLAG_BINDING)
 and reads the file back in READs larger than 1 MiB alternating between the
-two channels.
+two channels. With ``--second-transport quic`` the second connection is SMB
+over QUIC: one session spanning TCP and QUIC, as a roaming client's.
 """
 
 from __future__ import annotations
@@ -111,6 +112,13 @@ def test_smbrs_content_is_what_python_expects(start_server):
     assert report["sha256_written"] == _expected_sha256(SEED, 1 << 20)
 
 
+def _quic_cert(server) -> Path:
+    """smbq's self-signed QUIC certificate (PEM), written at startup."""
+    cert = Path(getattr(server, "state_dir", server.workdir / "state")) / "tls" / "cert.pem"
+    assert cert.exists(), f"smbq did not write its self-signed certificate at {cert}"
+    return cert
+
+
 def _quic_port(server) -> int:
     port = getattr(server, "quic_port", None)
     if port is None:
@@ -123,9 +131,7 @@ def _quic_port(server) -> int:
 def test_smbrs_quic(start_server, mode):
     server = start_server("smbq", mode)
     port = _quic_port(server)
-    cert = Path(getattr(server, "state_dir", server.workdir / "state")) / "tls" / "cert.pem"
-    assert cert.exists(), f"smbq did not write its self-signed certificate at {cert}"
-    report = _run(server, "quic", port, QUIC_MIB, ["--root-cert", str(cert)])
+    report = _run(server, "quic", port, QUIC_MIB, ["--root-cert", str(_quic_cert(server))])
     _check(server, report, QUIC_MIB)
 
 
@@ -183,6 +189,60 @@ def test_smbrs_multichannel_reads_on_both_channels(start_server):
         assert c["max_read_size"] > 1 << 20
         assert c["reads_over_1mib"] >= 1 and c["largest_read"] > 1 << 20, (
             f"channel {c['id']} ({c['role']}) answered no READ larger than 1 MiB: {c}")
+    assert sum(c["bytes"] for c in chans) == MC_MIB << 20
+    assert chans[0]["bytes"] == chans[1]["bytes"] == MC_MIB << 19
+
+    # The client deleted its file.
+    assert sorted(os.listdir(server.share_dir)) == []
+
+
+def test_smbrs_multichannel_tcp_session_bound_over_quic(start_server):
+    """A session spans transports, as a roaming client's does: logged on
+    over TCP, then bound (SMB2_SESSION_FLAG_BINDING) to a second connection
+    over SMB over QUIC, and a READ larger than 1 MiB answered on each.
+
+    "sign" for the reason test_smbrs_multichannel_reads_on_both_channels
+    gives. The binding check (MS-SMB2 3.3.5.5.2) compares the session's and
+    the new connection's dialect, signing algorithm and cipher; smb-rs
+    offers the same lists over both transports (over QUIC it also accepts
+    transport-level security, which changes none of them), so the report
+    must show the same three on both channels.
+    """
+    server = start_server("smbq", "sign")
+    quic_port = _quic_port(server)
+    report = _run(server, "tcp", server.port, MC_MIB,
+                  ["--multichannel", "--second-server", "127.0.0.1",
+                   "--second-transport", "quic", "--second-port", str(quic_port),
+                   "--root-cert", str(_quic_cert(server)), "--chunk-mib", str(MC_READ_MIB)])
+    mc = report["multichannel"]
+    chans = mc["channels"]
+    print("\n".join(f"channel {c['id']} ({c['role']}, {c['transport']} {c['address']}, {c['dialect']}, "
+                     f"signing {c['signing']}, cipher {c['cipher']}): {c['reads']} READs, {c['bytes']} B, "
+                     f"largest {c['largest_read']} B, {c['reads_over_1mib']} over 1 MiB" for c in chans))
+    print("\n".join(re.sub(r"\x1b\[[0-9;]*m", "", line)
+                    for line in server.log.text().splitlines() if "channel bound" in line))
+
+    assert report["ok"] is True and report["transport"] == "tcp"
+    assert report["dialect"] == "Smb0311"
+    assert report["sha256_read"] == report["sha256_written"] == _expected_sha256(SEED, MC_MIB << 20)
+    assert [s["name"] for s in report["steps"]] == [
+        "connect", "create", "write", "bind", "read", "delete", "disconnect"]
+    assert mc["mode"] == "bind"
+    assert (mc["second_server"], mc["second_transport"], mc["second_port"]) == ("127.0.0.1", "quic", quic_port)
+    assert mc["read_size"] == MC_READ_MIB << 20
+
+    # One session, two channels with different ids: the primary over TCP,
+    # the bound one over QUIC.
+    assert [c["role"] for c in chans] == ["primary", "bound"]
+    assert len({c["id"] for c in chans}) == 2
+    assert [(c["transport"], c["address"]) for c in chans] == [
+        ("tcp", f"127.0.0.1:{server.port}"), ("quic", f"127.0.0.1:{quic_port}")]
+    for c in chans:
+        assert c["dialect"] == "Smb0311"
+        assert (c["signing"], c["cipher"]) == (chans[0]["signing"], chans[0]["cipher"])
+        assert c["max_read_size"] > 1 << 20
+        assert c["reads_over_1mib"] >= 1 and c["largest_read"] > 1 << 20, (
+            f"channel {c['id']} ({c['role']}, {c['transport']}) answered no READ larger than 1 MiB: {c}")
     assert sum(c["bytes"] for c in chans) == MC_MIB << 20
     assert chans[0]["bytes"] == chans[1]["bytes"] == MC_MIB << 19
 

@@ -11,11 +11,12 @@
 //! step lines. Exit status 1 on any failure, 2 on bad arguments. `RUST_LOG`
 //! (e.g. `RUST_LOG=smb=debug`) turns on smb-rs's own log on stderr.
 //!
-//! `--multichannel` (TCP): one session over two connections instead, the
-//! second bound to the session (MS-SMB2 3.3.5.5.2) at `--second-server`, and
-//! the file read back in READs larger than 1 MiB alternating between the two
-//! channels; `--multichannel-auto` lets smb-rs find its channels itself. See
-//! multichannel.rs.
+//! `--multichannel`: one session over two connections instead, the second
+//! bound to the session (MS-SMB2 3.3.5.5.2) at `--second-server`, and the
+//! file read back in READs larger than 1 MiB alternating between the two
+//! channels; `--second-transport quic` (or `--transport quic`) makes the
+//! session span TCP and QUIC. `--multichannel-auto` (TCP) lets smb-rs find
+//! its channels itself. See multichannel.rs.
 //!
 //! smb-rs 0.12 quirks this client works around:
 //! * its directory query can hang after the last entry on tokio's
@@ -35,7 +36,7 @@ mod multichannel;
 mod tls;
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,8 +77,9 @@ struct Args {
     user: String,
     #[arg(long)]
     password: String,
-    /// QUIC only: trust this certificate (DER or PEM) instead of the system
-    /// roots. Without it the platform verifier is used.
+    /// QUIC only (--transport quic, or --second-transport quic with
+    /// --multichannel): trust this certificate (DER or PEM) instead of the
+    /// system roots. Without it the platform verifier is used.
     #[arg(long)]
     root_cert: Option<PathBuf>,
     /// How much data to write and read back, in MiB.
@@ -109,15 +111,26 @@ struct Args {
     /// Print one JSON object instead of the step lines.
     #[arg(long)]
     json: bool,
-    /// Multichannel (TCP only): write the file, bind the session to a second
+    /// Multichannel: write the file, bind the session to a second
     /// connection at --second-server, read the file back alternating between
-    /// the two channels, delete it (multichannel.rs).
+    /// the two channels, delete it (multichannel.rs). The primary connection
+    /// uses --transport and --port, the second --second-transport and
+    /// --second-port.
     #[arg(long, conflicts_with = "multichannel_auto")]
     multichannel: bool,
     /// The second connection's server address in --multichannel mode (an IP
-    /// literal; same --port). smb-rs keeps one connection per address.
+    /// literal; also its TLS server name is --server's). smb-rs keeps one
+    /// connection per address.
     #[arg(long, default_value = "127.0.0.2")]
     second_server: String,
+    /// The second connection's transport in --multichannel mode (default:
+    /// --transport's): a session spanning TCP and QUIC, as a roaming client's.
+    #[arg(long, value_enum, requires = "multichannel")]
+    second_transport: Option<Transport>,
+    /// The second connection's port in --multichannel mode (UDP for QUIC;
+    /// default: --port, when both connections use the same transport).
+    #[arg(long, requires = "multichannel")]
+    second_port: Option<u16>,
     /// Like --multichannel, but with smb-rs's automatic multichannel: it binds
     /// the session to the interfaces FSCTL_QUERY_NETWORK_INTERFACE_INFO lists.
     #[arg(long)]
@@ -170,6 +183,37 @@ impl Report {
 
     fn rate_of(&self, name: &str) -> Option<f64> {
         self.steps.iter().find(|s| s.name == name).and_then(Step::mb_per_s)
+    }
+}
+
+/// smb-rs's configuration of `transport`, and for QUIC the guard of the
+/// root certificate's DER file (`root_cert`, or the platform verifier
+/// without it): keep the guard until the connection is made, it deletes a
+/// converted copy. `root_cert` is ignored for TCP.
+fn transport_config(transport: Transport, root_cert: Option<&Path>) -> Result<(TransportConfig, Option<tls::DerFile>)> {
+    match transport {
+        Transport::Tcp => Ok((TransportConfig::Tcp, None)),
+        Transport::Quic => {
+            let (validation, guard) = match root_cert {
+                None => (QuicCertValidationOptions::PlatformVerifier, None),
+                Some(path) => {
+                    let der = tls::root_cert_der_file(path)?;
+                    let file = der.path().to_string_lossy().into_owned();
+                    (QuicCertValidationOptions::CustomRootCerts(vec![file]), Some(der))
+                }
+            };
+            Ok((TransportConfig::Quic(QuicConfig { local_address: None, cert_validation: validation }), guard))
+        }
+    }
+}
+
+impl Transport {
+    /// "tcp" or "quic", as on the command line and in the JSON report.
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Quic => "quic",
+        }
     }
 }
 
@@ -272,24 +316,11 @@ async fn run(args: &Args, report: &mut Report) -> Result<()> {
     ensure!(args.depth > 0, "--depth must be at least 1");
     ensure!(args.chunk_mib > 0, "--chunk-mib must be at least 1");
 
-    // The QUIC root certificate as a DER file; the guard deletes a converted copy.
-    let (transport, _der_guard) = match args.transport {
-        Transport::Tcp => {
-            ensure!(args.root_cert.is_none(), "--root-cert only applies to --transport quic");
-            (TransportConfig::Tcp, None)
-        }
-        Transport::Quic => {
-            let (validation, guard) = match &args.root_cert {
-                None => (QuicCertValidationOptions::PlatformVerifier, None),
-                Some(path) => {
-                    let der = tls::root_cert_der_file(path)?;
-                    let file = der.path().to_string_lossy().into_owned();
-                    (QuicCertValidationOptions::CustomRootCerts(vec![file]), Some(der))
-                }
-            };
-            (TransportConfig::Quic(QuicConfig { local_address: None, cert_validation: validation }), guard)
-        }
-    };
+    ensure!(
+        args.root_cert.is_none() || args.transport == Transport::Quic,
+        "--root-cert only applies to --transport quic"
+    );
+    let (transport, _der_guard) = transport_config(args.transport, args.root_cert.as_deref())?;
 
     let connection = ConnectionConfig {
         port: Some(args.port),
@@ -489,7 +520,7 @@ fn json_report(args: &Args, report: &Report, result: &Result<()>) -> Value {
     let mut out = json!({
         "ok": result.is_ok(),
         "error": result.as_ref().err().map(|e| format!("{e:#}")),
-        "transport": format!("{:?}", args.transport).to_lowercase(),
+        "transport": args.transport.name(),
         "server": args.server,
         "port": args.port,
         "share": args.share,

@@ -1,20 +1,25 @@
-//! `--multichannel`: one session over two TCP connections (SMB multichannel,
+//! `--multichannel`: one session over two connections (SMB multichannel,
 //! MS-SMB2 3.3.5.5.2 session binding), and the file read back over both.
 //!
-//! The primary connection negotiates (advertising CAP_MULTI_CHANNEL), logs
-//! on, connects the share and writes `--size-mib` MiB of the seeded content.
-//! A second connection then goes to `--second-server` (same port; another
-//! address, as to a second interface, or the same one again, as a client does
-//! to an RSS interface), negotiates with the same ClientGuid and binds the
+//! The primary connection (`--transport`, `--port`) negotiates (advertising
+//! CAP_MULTI_CHANNEL), logs on, connects the share and writes `--size-mib`
+//! MiB of the seeded content. A second connection then goes to
+//! `--second-server` (another address, as to a second interface, or the same
+//! one again, as a client does to an RSS interface) over
+//! `--second-transport` at `--second-port` (by default the primary's
+//! transport and port), negotiates with the same ClientGuid and binds the
 //! session to itself with `Connection::bind_session` (a SESSION_SETUP with
-//! SMB2_SESSION_FLAG_BINDING, signed). The file is then
+//! SMB2_SESSION_FLAG_BINDING, signed). With one connection over TCP and the
+//! other over QUIC the session spans transports, as a roaming client's
+//! does; `--root-cert` is the QUIC connection's trust anchor. The file is then
 //! reopened and read back in READs of `--chunk-mib` MiB (capped at the smaller
 //! negotiated MaxReadSize; it must stay above 1 MiB), request `i` going over
 //! channel `i % 2` (`File::read_at_channel`), so both channels carry large
 //! READs of one open of one tree of one session. The JSON report counts the
-//! READs and bytes each channel answered. The file is deleted at the end.
+//! READs and bytes each channel answered, and what each channel's
+//! connection negotiated. The file is deleted at the end.
 //!
-//! `--multichannel-auto` tries smb-rs's own multichannel instead
+//! `--multichannel-auto` (TCP only) tries smb-rs's own multichannel instead
 //! (`MultiChannelConfig::Always`): `Client::share_connect` connects IPC$,
 //! asks the server for FSCTL_QUERY_NETWORK_INTERFACE_INFO and binds the
 //! session to every interface other than the one it is connected to. The
@@ -41,13 +46,12 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use smb::connection::MultiChannelConfig;
-use smb::transport::TransportConfig;
 use smb::{
     Client, ClientConfig, Connection, ConnectionConfig, CreateOptions, File, FileAccessMask, FileAttributes,
     FileCreateArgs, FileDispositionInformation, Guid, ReadAtChannel, Tree, UncPath,
 };
 
-use crate::{chunks, data, hex, into_file, smb_err, within, Args, Report, Transport};
+use crate::{chunks, data, hex, into_file, smb_err, transport_config, within, Args, Report, Transport};
 
 /// READs must be larger than this to count as large (the point of the test).
 const ONE_MIB: usize = 1 << 20;
@@ -60,8 +64,13 @@ pub(crate) struct ChannelStats {
     role: &'static str,
     /// Where its connection goes, when known.
     address: Option<String>,
-    /// MaxReadSize negotiated on its connection, when known.
+    /// "tcp" or "quic", when known.
+    transport: Option<&'static str>,
+    /// What its connection negotiated, when known: MaxReadSize, dialect,
+    /// signing algorithm and cipher (smb-rs's names; none when the server
+    /// sent no such context).
     max_read: Option<u32>,
+    negotiated: Option<Negotiated>,
     /// READ responses it answered, and the bytes in them.
     reads: u64,
     bytes: u64,
@@ -71,9 +80,63 @@ pub(crate) struct ChannelStats {
     reads_over_1mib: u64,
 }
 
+/// A connection's negotiated dialect, signing algorithm and cipher.
+#[derive(Debug, Clone)]
+struct Negotiated {
+    dialect: String,
+    signing: Option<String>,
+    cipher: Option<String>,
+}
+
+impl Negotiated {
+    fn of(neg: &smb::connection::connection_info::NegotiatedProperties) -> Self {
+        Negotiated {
+            dialect: format!("{:?}", neg.dialect_rev),
+            signing: neg.signing_algo.map(|a| format!("{a:?}")),
+            cipher: neg.encryption_cipher.map(|c| format!("{c:?}")),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let none = || "none".to_string();
+        format!(
+            "dialect {}, signing {}, cipher {}",
+            self.dialect,
+            self.signing.clone().unwrap_or_else(none),
+            self.cipher.clone().unwrap_or_else(none)
+        )
+    }
+}
+
 impl ChannelStats {
     fn new(id: u32, role: &'static str, address: Option<String>, max_read: Option<u32>) -> Self {
-        ChannelStats { id, role, address, max_read, reads: 0, bytes: 0, largest_read: 0, reads_over_1mib: 0 }
+        ChannelStats {
+            id,
+            role,
+            address,
+            transport: None,
+            max_read,
+            negotiated: None,
+            reads: 0,
+            bytes: 0,
+            largest_read: 0,
+            reads_over_1mib: 0,
+        }
+    }
+
+    /// A channel whose connection we made: its transport and negotiation known.
+    fn of_connection(
+        id: u32,
+        role: &'static str,
+        address: SocketAddr,
+        transport: Transport,
+        neg: &smb::connection::connection_info::NegotiatedProperties,
+    ) -> Self {
+        ChannelStats {
+            transport: Some(transport.name()),
+            negotiated: Some(Negotiated::of(neg)),
+            ..Self::new(id, role, Some(address.to_string()), Some(neg.max_read_size))
+        }
     }
 
     fn count(&mut self, answered: usize) {
@@ -92,6 +155,8 @@ impl ChannelStats {
 pub(crate) struct McReport {
     mode: &'static str,
     second_server: Option<String>,
+    second_transport: Option<&'static str>,
+    second_port: Option<u16>,
     session_id: Option<u64>,
     /// Bytes per READ request.
     read_size: Option<usize>,
@@ -106,8 +171,12 @@ impl McReport {
             .channels
             .iter()
             .map(|c| {
+                let neg = c.negotiated.as_ref();
                 json!({
-                    "id": c.id, "role": c.role, "address": c.address, "max_read_size": c.max_read,
+                    "id": c.id, "role": c.role, "address": c.address, "transport": c.transport,
+                    "max_read_size": c.max_read,
+                    "dialect": neg.map(|n| &n.dialect), "signing": neg.and_then(|n| n.signing.as_ref()),
+                    "cipher": neg.and_then(|n| n.cipher.as_ref()),
                     "reads": c.reads, "bytes": c.bytes, "largest_read": c.largest_read,
                     "reads_over_1mib": c.reads_over_1mib,
                 })
@@ -116,6 +185,8 @@ impl McReport {
         json!({
             "mode": self.mode,
             "second_server": self.second_server,
+            "second_transport": self.second_transport,
+            "second_port": self.second_port,
             "session_id": self.session_id,
             "read_size": self.read_size,
             "channels": channels,
@@ -138,19 +209,54 @@ fn socket_addr(ip: &str, port: u16, what: &str) -> Result<SocketAddr> {
     Ok(SocketAddr::new(ip, port))
 }
 
+/// The second connection of `--multichannel`: its transport and port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Second {
+    transport: Transport,
+    port: u16,
+}
+
+/// `--second-transport` (default `--transport`) and `--second-port`
+/// (default `--port`, which is a port of the other protocol when the
+/// transports differ); `--root-cert` needs a QUIC connection to apply to.
+fn second_of(args: &Args) -> Result<Second> {
+    let transport = args.second_transport.unwrap_or(args.transport);
+    let port = match args.second_port {
+        Some(p) => p,
+        None if transport == args.transport => args.port,
+        None => bail!(
+            "--second-transport {} differs from --transport {}: give its port with --second-port",
+            transport.name(),
+            args.transport.name()
+        ),
+    };
+    ensure!(
+        args.root_cert.is_none() || args.transport == Transport::Quic || transport == Transport::Quic,
+        "--root-cert only applies to a QUIC connection (--transport quic or --second-transport quic)"
+    );
+    Ok(Second { transport, port })
+}
+
 /// Both modes: checks, the connection configuration (CAP_MULTI_CHANNEL on).
 pub(crate) async fn run(args: &Args, report: &mut Report) -> Result<()> {
     let limit = Duration::from_secs(args.step_timeout_secs);
-    ensure!(args.transport == Transport::Tcp, "--multichannel is implemented over --transport tcp only");
-    ensure!(args.root_cert.is_none(), "--root-cert only applies to --transport quic");
+    let second = if args.multichannel_auto {
+        ensure!(args.transport == Transport::Tcp, "--multichannel-auto is implemented over --transport tcp only");
+        ensure!(args.root_cert.is_none(), "--root-cert only applies to --transport quic");
+        None
+    } else {
+        Some(second_of(args)?)
+    };
     let size = args.size_mib.checked_mul(1 << 20).context("--size-mib is too large")?;
     ensure!(size > 0, "--size-mib must be at least 1");
     ensure!(args.depth > 0, "--depth must be at least 1");
     ensure!(args.chunk_mib > 1, "--chunk-mib must be at least 2: the READs must be larger than 1 MiB");
+    // The guard keeps a converted DER root certificate until the end.
+    let (transport, _der_guard) = transport_config(args.transport, args.root_cert.as_deref())?;
     let config = ConnectionConfig {
         port: Some(args.port),
         timeout: Some(limit),
-        transport: TransportConfig::Tcp,
+        transport,
         credits_backlog: Some(args.credits),
         smb2_only_negotiate: args.smb2_only_negotiate,
         // Advertise CAP_MULTI_CHANNEL: a server grants it only to a client that asks.
@@ -164,19 +270,26 @@ pub(crate) async fn run(args: &Args, report: &mut Report) -> Result<()> {
             .unwrap_or(0);
         format!("smbrs-mc-{}-{nanos}.bin", std::process::id())
     });
-    if args.multichannel_auto {
-        run_auto(args, report, config, &name, size, limit).await
-    } else {
-        run_bind(args, report, config, &name, size, limit).await
+    match second {
+        None => run_auto(args, report, config, &name, size, limit).await,
+        Some(second) => {
+            let (transport, _der_guard2) = transport_config(second.transport, args.root_cert.as_deref())?;
+            let config2 = ConnectionConfig { port: Some(second.port), transport, ..config.clone() };
+            run_bind(args, report, config, second, config2, &name, size, limit).await
+        }
     }
 }
 
 /// Explicit binding: primary connection, session, tree; write; second
-/// connection bound to the session; read over both; delete; tear down.
+/// connection (`config2`) bound to the session; read over both; delete;
+/// tear down.
+#[allow(clippy::too_many_arguments)]
 async fn run_bind(
     args: &Args,
     report: &mut Report,
     config: ConnectionConfig,
+    second: Second,
+    config2: ConnectionConfig,
     name: &str,
     size: u64,
     limit: Duration,
@@ -184,6 +297,8 @@ async fn run_bind(
     report.multichannel = Some(McReport {
         mode: "bind",
         second_server: Some(args.second_server.clone()),
+        second_transport: Some(second.transport.name()),
+        second_port: Some(second.port),
         ..Default::default()
     });
     let identity = identity(args)?;
@@ -191,7 +306,7 @@ async fn run_bind(
         .and_then(|u| u.with_share(&args.share))
         .map_err(smb_err("share path"))?;
     let primary_addr = socket_addr(&args.server, args.port, "--server")?;
-    let second_addr = socket_addr(&args.second_server, args.port, "--second-server")?;
+    let second_addr = socket_addr(&args.second_server, second.port, "--second-server")?;
     // One ClientGuid for both connections: a channel joins a session of its own client.
     let client_guid = Guid::generate();
 
@@ -221,21 +336,16 @@ async fn run_bind(
     let primary_id = session.channel_id();
     if let Some(mc) = report.multichannel.as_mut() {
         mc.session_id = Some(session.session_id());
-        mc.channels.push(ChannelStats::new(
-            primary_id,
-            "primary",
-            Some(primary_addr.to_string()),
-            Some(neg.max_read_size),
-        ));
+        mc.channels.push(ChannelStats::of_connection(primary_id, "primary", primary_addr, args.transport, neg));
     }
     report.record(
         "connect",
         t,
         None,
         format!(
-            "tcp to {primary_addr}, dialect {:?}, cipher {:?}, max read/write {}/{} B, session {:#x}, channel {primary_id}",
-            neg.dialect_rev,
-            neg.encryption_cipher,
+            "{} to {primary_addr}, {}, max read/write {}/{} B, session {:#x}, channel {primary_id}",
+            args.transport.name(),
+            Negotiated::of(neg).describe(),
             neg.max_read_size,
             neg.max_write_size,
             session.session_id()
@@ -248,28 +358,44 @@ async fn run_bind(
 
     // The second channel: another connection, same ClientGuid, session bound to it.
     let t = Instant::now();
-    let conn2 = Connection::build(&args.server, second_addr, client_guid, config)
+    // The TLS server name (QUIC) is --server's: the address is another one.
+    let conn2 = Connection::build(&args.server, second_addr, client_guid, config2)
         .map_err(smb_err("second connection"))?;
-    let bound_id = within(limit, "bind", async {
-        conn2.connect().await.map_err(smb_err(format!("connect to {second_addr}")))?;
-        conn2
-            .bind_session(&session, identity.clone())
-            .await
-            .map_err(smb_err(format!("bind session {:#x} to the connection to {second_addr}", session.session_id())))
+    let via = format!("{} to {second_addr}", second.transport.name());
+    within(limit, "bind", async {
+        conn2.connect().await.map_err(smb_err(format!("connect ({via})")))
     })
     .await?;
+    // Negotiated before the bind: reported even when the server refuses it.
     let info2 = conn2.conn_info().context("second connection has no negotiated state")?;
+    let neg2 = Negotiated::of(&info2.negotiation);
     let max_read2 = info2.negotiation.max_read_size;
+    let bound_id = within(limit, "bind", async {
+        conn2.bind_session(&session, identity.clone()).await.map_err(smb_err(format!(
+            "bind session {:#x} ({} to {primary_addr}, {}) to the connection ({via}, {})",
+            session.session_id(),
+            args.transport.name(),
+            Negotiated::of(neg).describe(),
+            neg2.describe()
+        )))
+    })
+    .await?;
     if let Some(mc) = report.multichannel.as_mut() {
-        mc.channels.push(ChannelStats::new(bound_id, "bound", Some(second_addr.to_string()), Some(max_read2)));
+        mc.channels.push(ChannelStats::of_connection(
+            bound_id,
+            "bound",
+            second_addr,
+            second.transport,
+            &info2.negotiation,
+        ));
     }
     report.record(
         "bind",
         t,
         None,
         format!(
-            "tcp to {second_addr}, dialect {:?}, max read {max_read2} B, session {:#x} bound as channel {bound_id}",
-            info2.negotiation.dialect_rev,
+            "{via}, {}, max read {max_read2} B, session {:#x} bound as channel {bound_id}",
+            neg2.describe(),
             session.session_id()
         ),
     );
@@ -541,7 +667,10 @@ async fn read_back(
         .map(|mc| {
             mc.channels
                 .iter()
-                .map(|c| format!("channel {} ({}): {} READs, {} B", c.id, c.role, c.reads, c.bytes))
+                .map(|c| {
+                    let over = c.transport.map(|t| format!(", {t}")).unwrap_or_default();
+                    format!("channel {} ({}{over}): {} READs, {} B", c.id, c.role, c.reads, c.bytes)
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
         })
@@ -576,8 +705,28 @@ async fn delete_file(report: &mut Report, tree: &Tree, name: &str, limit: Durati
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let base = ["smbrs-client", "--transport", "tcp", "--port", "445", "--user", "u", "--password", "p"];
+        <Args as clap::Parser>::try_parse_from(base.iter().chain(extra)).unwrap()
+    }
+
+    #[test]
+    fn second_connection_defaults_to_the_primary_transport_and_port() {
+        let tcp = Second { transport: Transport::Tcp, port: 445 };
+        assert_eq!(second_of(&args(&["--multichannel"])).unwrap(), tcp);
+        let quic = ["--multichannel", "--second-transport", "quic", "--second-port", "4443", "--root-cert", "c.pem"];
+        assert_eq!(second_of(&args(&quic)).unwrap(), Second { transport: Transport::Quic, port: 4443 });
+        // Another transport needs its own port; a root certificate needs a QUIC connection.
+        assert!(second_of(&args(&["--multichannel", "--second-transport", "quic"])).is_err());
+        assert!(second_of(&args(&["--multichannel", "--root-cert", "c.pem"])).is_err());
+        // The second connection's options belong to --multichannel.
+        let base = ["smbrs-client", "--transport", "tcp", "--port", "1", "--user", "u", "--password", "p"];
+        assert!(<Args as clap::Parser>::try_parse_from(base.iter().chain(&["--second-port", "2"])).is_err());
+    }
 
     #[test]
     fn only_reads_over_one_mib_count_as_large() {
