@@ -87,6 +87,10 @@ pub struct ConnState {
     pub(crate) join_client: Option<[u8; 16]>,
     /// Answers held back until the instant (failed-logon delay).
     pub(crate) delay_until: Option<Instant>,
+    /// The transport runs blocking work handed out as jobs.
+    pub(crate) offload: bool,
+    pub(crate) jobs: Vec<crate::job::Job>,
+    next_job: u64,
 }
 
 impl ConnState {
@@ -172,6 +176,13 @@ impl ConnState {
         self.server.unregister_session(sid);
     }
 
+    /// Hand `file`'s fsync to the transport; the id its result comes back with.
+    pub(crate) fn sync_job(&mut self, file: Arc<dyn smbq_vfs::FileObject>) -> u64 {
+        self.next_job += 1;
+        self.jobs.push(crate::job::Job { id: self.next_job, file });
+        self.next_job
+    }
+
     pub fn volatile_id(&mut self) -> u64 {
         self.server.volatile_id()
     }
@@ -224,6 +235,9 @@ impl Connection {
                 client: Arc::default(),
                 join_client: None,
                 delay_until: None,
+                offload: false,
+                jobs: Vec::new(),
+                next_job: 0,
             },
             credits,
             pending: Vec::new(),
@@ -436,6 +450,23 @@ impl Connection {
         }
         if wake && !self.pending.is_empty() {
             dispatch::retry_pending(self, now);
+        }
+    }
+
+    /// The transport runs the blocking work [`Connection::poll_job`] hands
+    /// out, and brings back its results.
+    pub fn set_offload(&mut self, on: bool) {
+        self.st.offload = on;
+    }
+
+    pub fn poll_job(&mut self) -> Option<crate::job::Job> {
+        self.st.jobs.pop()
+    }
+
+    /// A job is done: its request gets its final answer.
+    pub fn handle_job_done(&mut self, done: crate::job::JobDone) {
+        if !self.closed {
+            self.with_client(|c| dispatch::job_done(c, done));
         }
     }
 

@@ -44,6 +44,8 @@ pub enum AsyncWork {
     Notify(cmd::change_notify::Watch),
     /// A CREATE waiting for oplock breaks to be acknowledged.
     Create(cmd::create::Deferred),
+    /// A FLUSH whose fsync runs on the transport's pool (its job id).
+    Job(u64),
 }
 
 impl AsyncWork {
@@ -51,7 +53,7 @@ impl AsyncWork {
     pub fn deadline(&self) -> Option<Instant> {
         match self {
             AsyncWork::Create(d) => Some(d.deadline),
-            AsyncWork::Lock(_) | AsyncWork::Notify(_) => None,
+            AsyncWork::Lock(_) | AsyncWork::Notify(_) | AsyncWork::Job(_) => None,
         }
     }
 }
@@ -692,6 +694,7 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
             AsyncWork::Lock(b) => cmd::lock::retry(&mut ctx, b),
             AsyncWork::Notify(w) => cmd::change_notify::retry(&mut ctx, w),
             AsyncWork::Create(d) => cmd::create::retry(&mut ctx, d),
+            AsyncWork::Job(_) => None,
         };
         match done {
             Some(result) => {
@@ -700,6 +703,19 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
             }
             None => i += 1,
         }
+    }
+}
+
+/// A job's result: the final answer of the request that waits for it
+/// (one cancelled meanwhile was answered already).
+pub(crate) fn job_done(c: &mut Connection, done: crate::job::JobDone) {
+    let Some(i) = c.pending.iter().position(|p| matches!(p.work, AsyncWork::Job(id) if id == done.id)) else { return };
+    let p = c.pending.remove(i);
+    let mut body = vec![0; HEADER_LEN];
+    smbq_wire::flush::encode_response(&mut body);
+    match done.result {
+        Ok(()) => complete(c, p, Ok(NtStatus::SUCCESS), body),
+        Err(s) => complete(c, p, Err(s), Vec::new()),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod credits;
 pub mod dispatch;
 pub mod durable;
 pub mod files;
+pub mod job;
 pub mod notify;
 pub mod open;
 pub mod oplock;

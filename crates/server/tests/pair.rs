@@ -1007,3 +1007,42 @@ fn a_whole_conversation_repeats_byte_for_byte_with_the_same_clock_seed_and_files
     assert_eq!(a.len(), b.len());
     assert!(a.iter().zip(&b).filter(|(x, y)| x != y).count() >= 8);
 }
+
+#[test]
+fn a_flush_goes_to_the_pool_and_the_requests_after_it_are_answered_first() {
+    let mut p = Pair::new();
+    p.conn.set_offload(true);
+    assert_eq!(p.login("alice", "secret"), NtStatus::SUCCESS);
+    assert_eq!(p.tree_connect("share"), NtStatus::SUCCESS);
+    let (_, fid) = p.create("f", RW, CREATE);
+    let mut w = Vec::new();
+    smbq_wire::write::WriteRequest { offset: 0, file_id: file_id(&fid), channel: 0, remaining_bytes: 0, flags: 0, data: b"data" }.encode(&mut w);
+    assert_eq!(NtStatus(p.call(Command::WRITE, &w).0.status), NtStatus::SUCCESS);
+    let mut f = Vec::new();
+    smbq_wire::flush::encode_request(&mut f, file_id(&fid));
+    let (interim, _) = p.call(Command::FLUSH, &f);
+    assert_eq!(NtStatus(interim.status), NtStatus::PENDING);
+    assert!(interim.flags & flags::ASYNC_COMMAND != 0);
+    let job = p.conn.poll_job().expect("the fsync is handed to the transport");
+    assert!(p.conn.poll_job().is_none());
+    // A READ sent after the FLUSH is answered before it.
+    let (h, r) = p.call(Command::READ, &read_body(&fid, 4));
+    assert_eq!((NtStatus(h.status), &r[HEADER_LEN + 16..]), (NtStatus::SUCCESS, &b"data"[..]));
+    p.conn.handle_job_done(job.run());
+    let done = p.drain();
+    assert_eq!(done.len(), 1);
+    let h = Header::decode(&done[0]).unwrap();
+    assert_eq!((NtStatus(h.status), h.message_id, h.async_id), (NtStatus::SUCCESS, interim.message_id, interim.async_id));
+    assert!(p.signer.as_ref().unwrap().verify(&done[0]), "the final answer is signed");
+
+    // A FLUSH cancelled while its fsync runs is answered CANCELLED, once.
+    let (interim, _) = p.call(Command::FLUSH, &f);
+    let job = p.conn.poll_job().unwrap();
+    let mut cancel = Vec::new();
+    Header { command: Command::CANCEL.0, flags: flags::ASYNC_COMMAND, async_id: interim.async_id, session_id: p.session_id, ..Default::default() }.encode(&mut cancel);
+    cancel.extend_from_slice(&[4, 0, 0, 0]);
+    let r = p.raw(cancel).unwrap();
+    assert_eq!(NtStatus(Header::decode(&r[0]).unwrap().status), NtStatus::CANCELLED);
+    p.conn.handle_job_done(job.run());
+    assert!(p.drain().is_empty());
+}

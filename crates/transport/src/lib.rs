@@ -20,6 +20,7 @@ pub mod tcp;
 pub mod tls;
 
 use bytes::{Buf, Bytes, BytesMut};
+use smbq_server::job::JobDone;
 use smbq_server::{Connection, Server, TransportInfo};
 use smbq_udp::StreamChunks;
 use smbq_wire::framing::{frame_len, FrameError};
@@ -299,6 +300,8 @@ enum Event {
     Frame(Option<Frame>),
     Notice,
     Timeout,
+    /// A job done on the pool (a FLUSH's fsync).
+    Job(JobDone),
 }
 
 /// A connection's engine and its ends of the channels, moved between the
@@ -310,6 +313,9 @@ struct Engine {
     adm: Arc<Admission>,
     on_logon: Option<Box<dyn FnOnce() + Send>>,
     notices: Arc<tokio::sync::Notify>,
+    /// Jobs done on the blocking pool come back here.
+    done_tx: mpsc::UnboundedSender<JobDone>,
+    done_rx: mpsc::UnboundedReceiver<JobDone>,
 }
 
 /// A busy connection keeps its thread this long after its last event,
@@ -330,6 +336,7 @@ impl Engine {
         tokio::select! {
             m = self.rx.recv() => Event::Frame(m),
             _ = self.notices.notified() => Event::Notice,
+            Some(d) = self.done_rx.recv() => Event::Job(d),
             _ = sleep => Event::Timeout,
         }
     }
@@ -354,7 +361,19 @@ impl Engine {
                     r
                 }
                 Event::Timeout => self.conn.handle_timeout(Instant::now()),
+                Event::Job(d) => {
+                    self.conn.handle_job_done(d);
+                    Ok(())
+                }
             };
+            // Blocking work goes to the pool (bounded: max_blocking_threads);
+            // the connection goes on meanwhile.
+            while let Some(job) = self.conn.poll_job() {
+                let tx = self.done_tx.clone();
+                rt.spawn_blocking(move || {
+                    let _ = tx.send(job.run());
+                });
+            }
             while let Some(out) = self.conn.poll_transmit() {
                 if self.tx.blocking_send(out).is_err() {
                     return Some("peer stopped reading".to_string());
@@ -385,12 +404,14 @@ async fn run_engine(
     on_logon: Box<dyn FnOnce() + Send>,
 ) {
     let peer = info.peer;
-    let conn = Connection::new(server, info, Instant::now());
+    let mut conn = Connection::new(server, info, Instant::now());
+    conn.set_offload(true);
     // Other connections post oplock breaks and wake-ups to this one.
     let notices = Arc::new(tokio::sync::Notify::new());
     let n = Arc::clone(&notices);
     conn.set_waker(Arc::new(move || n.notify_one()));
-    let mut engine = Engine { conn, rx, tx, adm, on_logon: Some(on_logon), notices };
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let mut engine = Engine { conn, rx, tx, adm, on_logon: Some(on_logon), notices, done_tx, done_rx };
     let rt = tokio::runtime::Handle::current();
     let reason = loop {
         let ev = engine.next().await;

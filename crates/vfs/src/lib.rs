@@ -130,7 +130,7 @@ pub struct PosixFs {
 pub struct Handle {
     pub path: String,
     pub is_dir: bool,
-    file: Box<dyn FileObject>,
+    file: Arc<dyn FileObject>,
 }
 
 /// What a share's files live on: a POSIX tree ([`PosixFs`]) or memory
@@ -164,8 +164,14 @@ pub trait FileObject: Send + Sync + std::fmt::Debug {
 }
 
 impl Handle {
-    pub fn new(path: String, is_dir: bool, file: Box<dyn FileObject>) -> Handle {
+    pub fn new(path: String, is_dir: bool, file: Arc<dyn FileObject>) -> Handle {
         Handle { path, is_dir, file }
+    }
+
+    /// The object itself, for work done away from the handle (a FLUSH's
+    /// fsync on the transport's pool).
+    pub fn object(&self) -> Arc<dyn FileObject> {
+        Arc::clone(&self.file)
     }
 }
 

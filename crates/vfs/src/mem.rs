@@ -205,7 +205,7 @@ impl FileSystem for MemFs {
         };
         let is_dir = tree.node(id)?.is_dir;
         let file = MemFile { tree: Arc::clone(&self.tree), id, write: opts.write && !self.read_only, clock: Arc::clone(&self.clock) };
-        Ok((Handle::new(comps.join("\\"), is_dir, Box::new(file)), action))
+        Ok((Handle::new(comps.join("\\"), is_dir, Arc::new(file)), action))
     }
 
     fn stat_path(&self, path: &str) -> Result<FileStat, FsError> {

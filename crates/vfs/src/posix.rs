@@ -251,7 +251,7 @@ pub(crate) fn open(
     let root = fs.root.as_fd();
     let handle = |fd: OwnedFd, is_dir: bool| {
         let file = PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only };
-        Handle::new(comps.join("\\"), is_dir, Box::new(file))
+        Handle::new(comps.join("\\"), is_dir, Arc::new(file))
     };
     for _ in 0..RETRIES {
         match beneath(root, &rel(&comps), OFlags::PATH, 0) {

@@ -1,7 +1,7 @@
 //! FLUSH (MS-SMB2 2.2.17, 2.2.18; processing 3.3.5.11).
 
 use crate::cmd::create::WRITE_ACCESS;
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
 use crate::open::OpenKind;
 use smbq_wire::flush::{decode_request, encode_response};
 use smbq_wire::NtStatus;
@@ -10,6 +10,10 @@ use smbq_wire::NtStatus;
 /// metadata to stable storage.
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let fid = decode_request(req.msg).map_err(NtStatus::from)?;
+    // Where the transport runs jobs (and not in the middle of a compound,
+    // which cannot go async), the fsync goes to its pool: STATUS_PENDING
+    // now, the answer when the data is on disk.
+    let offload = ctx.conn.offload && ctx.hdr.next_command == 0;
     let open = ctx.open(fid)?;
     //= MS-SMB2 3.3.5.11
     //# If Open.GrantedAccess does not include FILE_WRITE_DATA or
@@ -18,9 +22,17 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if open.access & WRITE_ACCESS == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if let OpenKind::File(h) = &open.kind {
-        h.sync().map_err(NtStatus::from)?;
+    let OpenKind::File(h) = &open.kind else {
+        encode_response(ctx.out);
+        return Ok(NtStatus::SUCCESS);
+    };
+    if offload {
+        let file = h.object();
+        let id = ctx.conn.sync_job(file);
+        ctx.go_async = Some(AsyncWork::Job(id));
+        return Ok(NtStatus::PENDING);
     }
+    h.sync().map_err(NtStatus::from)?;
     encode_response(ctx.out);
     Ok(NtStatus::SUCCESS)
 }
