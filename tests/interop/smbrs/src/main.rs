@@ -45,11 +45,12 @@ use clap::{Parser, ValueEnum};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use smb::connection::connection_info::{ConnectionInfo, NegotiatedProperties};
 use smb::transport::{QuicCertValidationOptions, QuicConfig, TransportConfig};
 use smb::{
-    Client, ClientConfig, ConnectionConfig, CreateOptions, DirAccessMask, Directory, File,
+    Client, ClientConfig, Connection, ConnectionConfig, CreateOptions, DirAccessMask, Directory, File,
     FileAccessMask, FileAttributes, FileCreateArgs, FileDispositionInformation,
-    FileFullDirectoryInformation, Resource, UncPath,
+    FileFullDirectoryInformation, Resource, Tree, UncPath,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -137,6 +138,50 @@ struct Args {
     multichannel_auto: bool,
 }
 
+impl Args {
+    /// How long any single step may take (`--step-timeout-secs`).
+    fn step_limit(&self) -> Duration {
+        Duration::from_secs(self.step_timeout_secs)
+    }
+
+    /// `--size-mib` in bytes, checked along with `--depth`.
+    fn size_bytes(&self) -> Result<u64> {
+        let size = self.size_mib.checked_mul(1 << 20).context("--size-mib is too large")?;
+        ensure!(size > 0, "--size-mib must be at least 1");
+        ensure!(self.depth > 0, "--depth must be at least 1");
+        Ok(size)
+    }
+
+    /// `--file-name`, or a name unique to this run: `{prefix}-{pid}-{nanos}.bin`.
+    fn file_name_or_unique(&self, prefix: &str) -> String {
+        self.file_name.clone().unwrap_or_else(|| {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            format!("{prefix}-{}-{nanos}.bin", std::process::id())
+        })
+    }
+
+    /// The connection's configuration: `--port`, `--credits`,
+    /// `--smb2-only-negotiate`, the step limit as its timeout, and `transport`.
+    fn connection_config(&self, transport: TransportConfig) -> ConnectionConfig {
+        ConnectionConfig {
+            port: Some(self.port),
+            timeout: Some(self.step_limit()),
+            transport,
+            credits_backlog: Some(self.credits),
+            smb2_only_negotiate: self.smb2_only_negotiate,
+            ..Default::default()
+        }
+    }
+
+    /// The UNC path of `--share` on `--server`.
+    fn share_path(&self) -> Result<UncPath> {
+        UncPath::new(&self.server).and_then(|u| u.with_share(&self.share)).map_err(smb_err("share path"))
+    }
+}
+
 /// One timed step of the run.
 struct Step {
     name: &'static str,
@@ -183,6 +228,14 @@ impl Report {
 
     fn rate_of(&self, name: &str) -> Option<f64> {
         self.steps.iter().find(|s| s.name == name).and_then(Step::mb_per_s)
+    }
+
+    /// What the (primary) connection negotiated.
+    fn negotiated(&mut self, neg: &NegotiatedProperties) {
+        self.dialect = Some(format!("{:?}", neg.dialect_rev));
+        self.cipher = neg.encryption_cipher.map(|c| format!("{c:?}"));
+        self.max_read = Some(neg.max_read_size);
+        self.max_write = Some(neg.max_write_size);
     }
 }
 
@@ -309,95 +362,67 @@ async fn read_full(file: &File, buf: &mut [u8], off: u64) -> Result<()> {
     Ok(())
 }
 
-async fn run(args: &Args, report: &mut Report) -> Result<()> {
-    let limit = Duration::from_secs(args.step_timeout_secs);
-    let size = args.size_mib.checked_mul(1 << 20).context("--size-mib is too large")?;
-    ensure!(size > 0, "--size-mib must be at least 1");
-    ensure!(args.depth > 0, "--depth must be at least 1");
-    ensure!(args.chunk_mib > 0, "--chunk-mib must be at least 1");
+/// Where the test file lives: the share root, reached through the `Client`
+/// (one connection) or through a `Tree` (multichannel).
+enum ShareRoot<'a> {
+    Client { client: &'a Client, share: &'a UncPath },
+    Tree(&'a Tree),
+}
 
-    ensure!(
-        args.root_cert.is_none() || args.transport == Transport::Quic,
-        "--root-cert only applies to --transport quic"
-    );
-    let (transport, _der_guard) = transport_config(args.transport, args.root_cert.as_deref())?;
+impl ShareRoot<'_> {
+    /// Opens or creates `name` as `create` says; `what` (e.g. "open x") heads a failure.
+    async fn open(&self, name: &str, create: &FileCreateArgs, what: String) -> Result<File> {
+        let res = match self {
+            ShareRoot::Client { client, share } => client.create_file(&(*share).clone().with_path(name), create).await,
+            ShareRoot::Tree(tree) => tree.create(name, create).await,
+        };
+        into_file(res.map_err(smb_err(what))?, name)
+    }
+}
 
-    let connection = ConnectionConfig {
-        port: Some(args.port),
-        timeout: Some(limit),
-        transport,
-        credits_backlog: Some(args.credits),
-        smb2_only_negotiate: args.smb2_only_negotiate,
-        ..Default::default()
-    };
-    let client = Client::new(ClientConfig { dfs: false, connection, ..Default::default() });
-    let share = UncPath::new(&args.server)
-        .and_then(|u| u.with_share(&args.share))
-        .map_err(smb_err("share path"))?;
-
-    // Connect: transport, negotiate, NTLM session setup, tree connect.
-    let t = Instant::now();
-    within(limit, "connect", async {
+/// `Client::share_connect` (transport, negotiate, NTLM session setup, tree
+/// connect), then the connection to `--server` and what it negotiated (in
+/// `report` too).
+async fn connect_client(
+    client: &Client,
+    share: &UncPath,
+    args: &Args,
+    report: &mut Report,
+) -> Result<(Arc<Connection>, Arc<ConnectionInfo>)> {
+    within(args.step_limit(), "connect", async {
         client
-            .share_connect(&share, &args.user, args.password.clone())
+            .share_connect(share, &args.user, args.password.clone())
             .await
             .map_err(smb_err(format!("connect to {share} on port {}", args.port)))
     })
     .await?;
     let conn = client.get_connection(&args.server).await.map_err(smb_err("connection"))?;
-    let info = conn.conn_info().context("connection has no negotiated state")?;
-    let neg = &info.negotiation;
-    report.dialect = Some(format!("{:?}", neg.dialect_rev));
-    report.cipher = neg.encryption_cipher.map(|c| format!("{c:?}"));
-    report.max_read = Some(neg.max_read_size);
-    report.max_write = Some(neg.max_write_size);
-    let chunk = (args.chunk_mib as usize * (1 << 20))
-        .min(neg.max_read_size as usize)
-        .min(neg.max_write_size as usize);
-    ensure!(chunk > 0, "server negotiated a zero maximum read or write size");
-    report.chunk = Some(chunk);
-    report.record(
-        "connect",
-        t,
-        None,
-        format!(
-            "{:?} to {}:{}, dialect {:?}, cipher {:?}, max read/write {}/{} B, {} B per request",
-            args.transport, args.server, args.port, neg.dialect_rev, neg.encryption_cipher,
-            neg.max_read_size, neg.max_write_size, chunk
-        ),
-    );
+    let info = conn.conn_info().context("connection has no negotiated state")?.clone();
+    report.negotiated(&info.negotiation);
+    Ok((conn, info))
+}
+
+/// Creates `name` and writes `size` bytes of the seeded content to it in
+/// WRITEs of `chunk` bytes, `--depth` of them in flight, then closes it: the
+/// steps "create" and "write", whose detail `detail` makes of the number of
+/// requests and the SHA-256 written (also in `report`).
+async fn write_file(
+    at: &ShareRoot<'_>,
+    name: &str,
+    args: &Args,
+    size: u64,
+    chunk: usize,
+    report: &mut Report,
+    detail: impl FnOnce(usize, &str) -> String,
+) -> Result<()> {
+    let limit = args.step_limit();
+    let t = Instant::now();
+    let create = FileCreateArgs::make_create_new(FileAttributes::new(), CreateOptions::new());
+    let file = within(limit, "create", at.open(name, &create, format!("create {name}"))).await?;
+    report.record("create", t, None, name.to_string());
 
     let t = Instant::now();
-    let before = within(limit, "list", list_root(&client, &share)).await?;
-    report.record("list", t, None, describe(&before));
-
-    let name = args.file_name.clone().unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        format!("smbrs-{}-{nanos}.bin", std::process::id())
-    });
-    ensure!(
-        !before.iter().any(|e| e.name.eq_ignore_ascii_case(&name)),
-        "{name} already exists in the share"
-    );
-    let path = share.clone().with_path(&name);
     let parts = chunks(size, chunk);
-
-    // Create and write.
-    let t = Instant::now();
-    let file = within(limit, "create", async {
-        let res = client
-            .create_file(&path, &FileCreateArgs::make_create_new(FileAttributes::new(), CreateOptions::new()))
-            .await
-            .map_err(smb_err(format!("create {name}")))?;
-        into_file(res, &name)
-    })
-    .await?;
-    report.record("create", t, None, name.clone());
-
-    let t = Instant::now();
     let mut hasher = Sha256::new();
     let file_ref = &file;
     stream::iter(parts.iter().copied())
@@ -421,26 +446,150 @@ async fn run(args: &Args, report: &mut Report) -> Result<()> {
     within(limit, "close", async { file.close().await.map_err(smb_err("close after write")) }).await?;
     let written = hex(&hasher.finalize());
     report.sha256_written = Some(written.clone());
-    report.record("write", t, Some(size), format!("{} requests, sha256 {written}", parts.len()));
+    report.record("write", t, Some(size), detail(parts.len(), &written));
+    Ok(())
+}
 
-    // Reopen (a handle reads nothing past the size it was opened with) and read back.
-    let t = Instant::now();
+/// Reopens `name` to read it back (a handle reads nothing past the size it
+/// was opened with) and checks that it is `size` bytes long.
+async fn open_written(at: &ShareRoot<'_>, name: &str, size: u64, limit: Duration) -> Result<File> {
     let file = within(limit, "open", async {
         let access = FileAccessMask::new().with_generic_read(true);
-        let res = client
-            .create_file(&path, &FileCreateArgs::make_open_existing(access))
-            .await
-            .map_err(smb_err(format!("open {name}")))?;
-        into_file(res, &name)
+        at.open(name, &FileCreateArgs::make_open_existing(access), format!("open {name}")).await
     })
     .await?;
     let len = smb::GetLen::get_len(&file).await.map_err(smb_err("file size"))?;
     ensure!(len == size, "{name} is {len} bytes after writing {size}");
-    let mut hasher = Sha256::new();
-    let mut mismatch: Option<u64> = None;
-    let mut expected = Vec::new();
+    Ok(file)
+}
+
+/// Checks data read back, in order, against the seeded content: its SHA-256
+/// and the first byte that differs.
+struct ReadCheck {
+    seed: u64,
+    hasher: Sha256,
+    mismatch: Option<u64>,
+    expected: Vec<u8>,
+}
+
+/// What a read back found: the SHA-256 of the data and where it first
+/// differed from the seeded content.
+struct ReadBack {
+    sha256: String,
+    mismatch: Option<u64>,
+}
+
+impl ReadCheck {
+    fn new(seed: u64) -> Self {
+        ReadCheck { seed, hasher: Sha256::new(), mismatch: None, expected: Vec::new() }
+    }
+
+    /// The `buf` read at `off`.
+    fn update(&mut self, off: u64, buf: &[u8]) {
+        self.hasher.update(buf);
+        if self.mismatch.is_none() {
+            self.expected.resize(buf.len(), 0);
+            data::fill(&mut self.expected, self.seed, off);
+            // Slice equality is a memcmp: cheap even in a debug build.
+            if buf != self.expected {
+                let i = buf.iter().zip(&self.expected).position(|(a, b)| a != b).unwrap_or(0);
+                self.mismatch = Some(off + i as u64);
+            }
+        }
+    }
+
+    /// Closes `file`, the file read back, and puts the SHA-256 read in `report`.
+    async fn finish(self, file: File, limit: Duration, report: &mut Report) -> Result<ReadBack> {
+        within(limit, "close", async { file.close().await.map_err(smb_err("close after read")) }).await?;
+        let sha256 = hex(&self.hasher.finalize());
+        report.sha256_read = Some(sha256.clone());
+        Ok(ReadBack { sha256, mismatch: self.mismatch })
+    }
+}
+
+impl ReadBack {
+    /// Fails unless the data read back is the data written.
+    fn verdict(&self, report: &Report) -> Result<()> {
+        if let Some(at) = self.mismatch {
+            bail!("data read back differs from data written, first at byte {at}");
+        }
+        let (read, written) = (&self.sha256, report.sha256_written.clone().unwrap_or_default());
+        ensure!(*read == written, "sha256 of data read back {read} != written {written}");
+        Ok(())
+    }
+}
+
+/// Deletes `name` (delete-on-close through FileDispositionInformation).
+async fn delete_file(at: &ShareRoot<'_>, name: &str, limit: Duration, report: &mut Report) -> Result<()> {
+    let t = Instant::now();
+    within(limit, "delete", async {
+        let access = FileAccessMask::new().with_delete(true);
+        let f = at.open(name, &FileCreateArgs::make_open_existing(access), format!("open {name} for delete")).await?;
+        f.set_info(FileDispositionInformation { delete_pending: true.into() })
+            .await
+            .map_err(smb_err("set delete disposition"))?;
+        f.close().await.map_err(smb_err("close after delete"))
+    })
+    .await?;
+    report.record("delete", t, None, name.to_string());
+    Ok(())
+}
+
+async fn run(args: &Args, report: &mut Report) -> Result<()> {
+    let limit = args.step_limit();
+    let size = args.size_bytes()?;
+    ensure!(args.chunk_mib > 0, "--chunk-mib must be at least 1");
+
+    ensure!(
+        args.root_cert.is_none() || args.transport == Transport::Quic,
+        "--root-cert only applies to --transport quic"
+    );
+    let (transport, _der_guard) = transport_config(args.transport, args.root_cert.as_deref())?;
+
+    let connection = args.connection_config(transport);
+    let client = Client::new(ClientConfig { dfs: false, connection, ..Default::default() });
+    let share = args.share_path()?;
+
+    // Connect: transport, negotiate, NTLM session setup, tree connect.
+    let t = Instant::now();
+    let (conn, info) = connect_client(&client, &share, args, report).await?;
+    let neg = &info.negotiation;
+    let chunk = (args.chunk_mib as usize * (1 << 20))
+        .min(neg.max_read_size as usize)
+        .min(neg.max_write_size as usize);
+    ensure!(chunk > 0, "server negotiated a zero maximum read or write size");
+    report.chunk = Some(chunk);
+    report.record(
+        "connect",
+        t,
+        None,
+        format!(
+            "{:?} to {}:{}, dialect {:?}, cipher {:?}, max read/write {}/{} B, {} B per request",
+            args.transport, args.server, args.port, neg.dialect_rev, neg.encryption_cipher,
+            neg.max_read_size, neg.max_write_size, chunk
+        ),
+    );
+
+    let t = Instant::now();
+    let before = within(limit, "list", list_root(&client, &share)).await?;
+    report.record("list", t, None, describe(&before));
+
+    let name = args.file_name_or_unique("smbrs");
+    ensure!(
+        !before.iter().any(|e| e.name.eq_ignore_ascii_case(&name)),
+        "{name} already exists in the share"
+    );
+    let at = ShareRoot::Client { client: &client, share: &share };
+
+    // Create and write.
+    write_file(&at, &name, args, size, chunk, report, |n, sha256| format!("{n} requests, sha256 {sha256}")).await?;
+
+    // Reopen (a handle reads nothing past the size it was opened with) and read back.
+    let t = Instant::now();
+    let file = open_written(&at, &name, size, limit).await?;
+    let mut check = ReadCheck::new(args.seed);
     let file_ref = &file;
-    let mut reads = stream::iter(parts.iter().copied())
+    let mut reads = stream::iter(chunks(size, chunk))
         .map(|(off, len)| async move {
             let mut buf = vec![0u8; len];
             within(limit, "READ", read_full(file_ref, &mut buf, off)).await?;
@@ -449,26 +598,12 @@ async fn run(args: &Args, report: &mut Report) -> Result<()> {
         .buffered(args.depth);
     while let Some(r) = reads.next().await {
         let (off, buf) = r?;
-        hasher.update(&buf);
-        if mismatch.is_none() {
-            expected.resize(buf.len(), 0);
-            data::fill(&mut expected, args.seed, off);
-            // Slice equality is a memcmp: cheap even in a debug build.
-            if buf != expected {
-                let i = buf.iter().zip(&expected).position(|(a, b)| a != b).unwrap_or(0);
-                mismatch = Some(off + i as u64);
-            }
-        }
+        check.update(off, &buf);
     }
     drop(reads);
-    within(limit, "close", async { file.close().await.map_err(smb_err("close after read")) }).await?;
-    let read = hex(&hasher.finalize());
-    report.sha256_read = Some(read.clone());
-    report.record("read", t, Some(size), format!("sha256 {read}"));
-    if let Some(at) = mismatch {
-        bail!("data read back differs from data written, first at byte {at}");
-    }
-    ensure!(read == written, "sha256 of data read back {read} != written {written}");
+    let read = check.finish(file, limit, report).await?;
+    report.record("read", t, Some(size), format!("sha256 {}", read.sha256));
+    read.verdict(report)?;
 
     let t = Instant::now();
     let after = within(limit, "list", list_root(&client, &share)).await?;
@@ -479,21 +614,7 @@ async fn run(args: &Args, report: &mut Report) -> Result<()> {
         .with_context(|| format!("{name} is missing from the listing after writing it"))?;
     ensure!(entry.size == size, "listing shows {name} with {} bytes, expected {size}", entry.size);
 
-    let t = Instant::now();
-    within(limit, "delete", async {
-        let access = FileAccessMask::new().with_delete(true);
-        let res = client
-            .create_file(&path, &FileCreateArgs::make_open_existing(access))
-            .await
-            .map_err(smb_err(format!("open {name} for delete")))?;
-        let f = into_file(res, &name)?;
-        f.set_info(FileDispositionInformation { delete_pending: true.into() })
-            .await
-            .map_err(smb_err("set delete disposition"))?;
-        f.close().await.map_err(smb_err("close after delete"))
-    })
-    .await?;
-    report.record("delete", t, None, name.clone());
+    delete_file(&at, &name, limit, report).await?;
 
     let t = Instant::now();
     let last = within(limit, "list", list_root(&client, &share)).await?;

@@ -38,20 +38,18 @@
 //! INVALID_PARAMETER): run this against a share and server that only sign.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use futures::stream::{self, StreamExt, TryStreamExt};
+use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use smb::connection::MultiChannelConfig;
-use smb::{
-    Client, ClientConfig, Connection, ConnectionConfig, CreateOptions, File, FileAccessMask, FileAttributes,
-    FileCreateArgs, FileDispositionInformation, Guid, ReadAtChannel, Tree, UncPath,
-};
+use smb::{Client, ClientConfig, Connection, ConnectionConfig, File, Guid, ReadAtChannel, UncPath};
 
-use crate::{chunks, data, hex, into_file, smb_err, transport_config, within, Args, Report, Transport};
+use crate::{
+    chunks, connect_client, delete_file, open_written, smb_err, transport_config, within, write_file, Args,
+    ReadCheck, Report, ShareRoot, Transport,
+};
 
 /// READs must be larger than this to count as large (the point of the test).
 const ONE_MIB: usize = 1 << 20;
@@ -239,7 +237,7 @@ fn second_of(args: &Args) -> Result<Second> {
 
 /// Both modes: checks, the connection configuration (CAP_MULTI_CHANNEL on).
 pub(crate) async fn run(args: &Args, report: &mut Report) -> Result<()> {
-    let limit = Duration::from_secs(args.step_timeout_secs);
+    let limit = args.step_limit();
     let second = if args.multichannel_auto {
         ensure!(args.transport == Transport::Tcp, "--multichannel-auto is implemented over --transport tcp only");
         ensure!(args.root_cert.is_none(), "--root-cert only applies to --transport quic");
@@ -247,29 +245,16 @@ pub(crate) async fn run(args: &Args, report: &mut Report) -> Result<()> {
     } else {
         Some(second_of(args)?)
     };
-    let size = args.size_mib.checked_mul(1 << 20).context("--size-mib is too large")?;
-    ensure!(size > 0, "--size-mib must be at least 1");
-    ensure!(args.depth > 0, "--depth must be at least 1");
+    let size = args.size_bytes()?;
     ensure!(args.chunk_mib > 1, "--chunk-mib must be at least 2: the READs must be larger than 1 MiB");
     // The guard keeps a converted DER root certificate until the end.
     let (transport, _der_guard) = transport_config(args.transport, args.root_cert.as_deref())?;
     let config = ConnectionConfig {
-        port: Some(args.port),
-        timeout: Some(limit),
-        transport,
-        credits_backlog: Some(args.credits),
-        smb2_only_negotiate: args.smb2_only_negotiate,
         // Advertise CAP_MULTI_CHANNEL: a server grants it only to a client that asks.
         multichannel: MultiChannelConfig::Always,
-        ..Default::default()
+        ..args.connection_config(transport)
     };
-    let name = args.file_name.clone().unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        format!("smbrs-mc-{}-{nanos}.bin", std::process::id())
-    });
+    let name = args.file_name_or_unique("smbrs-mc");
     match second {
         None => run_auto(args, report, config, &name, size, limit).await,
         Some(second) => {
@@ -302,9 +287,7 @@ async fn run_bind(
         ..Default::default()
     });
     let identity = identity(args)?;
-    let share = UncPath::new(&args.server)
-        .and_then(|u| u.with_share(&args.share))
-        .map_err(smb_err("share path"))?;
+    let share = args.share_path()?;
     let primary_addr = socket_addr(&args.server, args.port, "--server")?;
     let second_addr = socket_addr(&args.second_server, second.port, "--second-server")?;
     // One ClientGuid for both connections: a channel joins a session of its own client.
@@ -324,10 +307,7 @@ async fn run_bind(
     .await?;
     let info = conn1.conn_info().context("primary connection has no negotiated state")?;
     let neg = &info.negotiation;
-    report.dialect = Some(format!("{:?}", neg.dialect_rev));
-    report.cipher = neg.encryption_cipher.map(|c| format!("{c:?}"));
-    report.max_read = Some(neg.max_read_size);
-    report.max_write = Some(neg.max_write_size);
+    report.negotiated(neg);
     ensure!(
         neg.caps.multi_channel(),
         "the server did not grant CAP_MULTI_CHANNEL on the primary connection (capabilities {:?})",
@@ -354,7 +334,11 @@ async fn run_bind(
     let write_chunk = (args.chunk_mib as usize * ONE_MIB).min(neg.max_write_size as usize);
     ensure!(write_chunk > 0, "server negotiated a zero maximum write size");
 
-    write_file(args, report, &tree, name, size, write_chunk, limit).await?;
+    let at = ShareRoot::Tree(&tree);
+    write_file(&at, name, args, size, write_chunk, report, |n, sha256| {
+        format!("{n} requests of {write_chunk} B, sha256 {sha256}")
+    })
+    .await?;
 
     // The second channel: another connection, same ClientGuid, session bound to it.
     let t = Instant::now();
@@ -408,9 +392,9 @@ async fn run_bind(
         neg.max_read_size
     );
     report.chunk = Some(read_size);
-    read_back(args, report, &tree, name, size, read_size, &[primary_id, bound_id], limit).await?;
+    read_back(args, report, &at, name, size, read_size, &[primary_id, bound_id], limit).await?;
 
-    delete_file(report, &tree, name, limit).await?;
+    delete_file(&at, name, limit, report).await?;
 
     let t = Instant::now();
     within(limit, "disconnect", async {
@@ -435,25 +419,11 @@ async fn run_auto(
 ) -> Result<()> {
     report.multichannel = Some(McReport { mode: "auto", ..Default::default() });
     let client = Client::new(ClientConfig { dfs: false, connection: config, ..Default::default() });
-    let share = UncPath::new(&args.server)
-        .and_then(|u| u.with_share(&args.share))
-        .map_err(smb_err("share path"))?;
+    let share = args.share_path()?;
 
     let t = Instant::now();
-    within(limit, "connect", async {
-        client
-            .share_connect(&share, &args.user, args.password.clone())
-            .await
-            .map_err(smb_err(format!("connect to {share} on port {}", args.port)))
-    })
-    .await?;
-    let conn = client.get_connection(&args.server).await.map_err(smb_err("connection"))?;
-    let info = conn.conn_info().context("connection has no negotiated state")?;
+    let (conn, info) = connect_client(&client, &share, args, report).await?;
     let neg = &info.negotiation;
-    report.dialect = Some(format!("{:?}", neg.dialect_rev));
-    report.cipher = neg.encryption_cipher.map(|c| format!("{c:?}"));
-    report.max_read = Some(neg.max_read_size);
-    report.max_write = Some(neg.max_write_size);
     let session = client.get_session(&share).await.map_err(smb_err("session"))?;
     let primary_id = session.channel_id();
     let channels = client.get_channels(&share).await.map_err(smb_err("channels"))?;
@@ -505,68 +475,22 @@ async fn run_auto(
     );
 
     let tree = client.get_tree(&share).await.map_err(smb_err("tree"))?;
+    let at = ShareRoot::Tree(&tree);
     let write_chunk = (args.chunk_mib as usize * ONE_MIB).min(neg.max_write_size as usize);
-    write_file(args, report, &tree, name, size, write_chunk, limit).await?;
+    write_file(&at, name, args, size, write_chunk, report, |n, sha256| {
+        format!("{n} requests of {write_chunk} B, sha256 {sha256}")
+    })
+    .await?;
     let read_size = (args.chunk_mib as usize * ONE_MIB).min(neg.max_read_size as usize);
     ensure!(read_size > ONE_MIB, "negotiated MaxReadSize {} B leaves no READ larger than 1 MiB", neg.max_read_size);
     report.chunk = Some(read_size);
-    read_back(args, report, &tree, name, size, read_size, &ids, limit).await?;
-    delete_file(report, &tree, name, limit).await?;
+    read_back(args, report, &at, name, size, read_size, &ids, limit).await?;
+    delete_file(&at, name, limit, report).await?;
 
     let t = Instant::now();
     drop((tree, session, conn));
     within(limit, "disconnect", async { client.close().await.map_err(smb_err("disconnect")) }).await?;
     report.record("disconnect", t, None, String::new());
-    Ok(())
-}
-
-/// Creates `name` and writes the seeded content to it over the primary channel.
-async fn write_file(
-    args: &Args,
-    report: &mut Report,
-    tree: &Tree,
-    name: &str,
-    size: u64,
-    chunk: usize,
-    limit: Duration,
-) -> Result<()> {
-    let t = Instant::now();
-    let file = within(limit, "create", async {
-        let res = tree
-            .create(name, &FileCreateArgs::make_create_new(FileAttributes::new(), CreateOptions::new()))
-            .await
-            .map_err(smb_err(format!("create {name}")))?;
-        into_file(res, name)
-    })
-    .await?;
-    report.record("create", t, None, name.to_string());
-
-    let t = Instant::now();
-    let parts = chunks(size, chunk);
-    let mut hasher = Sha256::new();
-    let file_ref = &file;
-    stream::iter(parts.iter().copied())
-        .map(|(off, len)| {
-            let mut buf = vec![0u8; len];
-            data::fill(&mut buf, args.seed, off);
-            hasher.update(&buf);
-            let buf: Arc<[u8]> = buf.into();
-            async move {
-                let n = within(limit, "WRITE", async {
-                    file_ref.write_block_zc(buf, off, None).await.with_context(|| format!("WRITE at offset {off}"))
-                })
-                .await?;
-                ensure!(n == len, "WRITE at offset {off}: server wrote {n} of {len} bytes");
-                Ok(())
-            }
-        })
-        .buffered(args.depth)
-        .try_collect::<()>()
-        .await?;
-    within(limit, "close", async { file.close().await.map_err(smb_err("close after write")) }).await?;
-    let written = hex(&hasher.finalize());
-    report.sha256_written = Some(written.clone());
-    report.record("write", t, Some(size), format!("{} requests of {chunk} B, sha256 {written}", parts.len()));
     Ok(())
 }
 
@@ -594,7 +518,7 @@ async fn read_full_on(file: &File, buf: &mut [u8], off: u64, channel: u32) -> Re
 async fn read_back(
     args: &Args,
     report: &mut Report,
-    tree: &Tree,
+    at: &ShareRoot<'_>,
     name: &str,
     size: u64,
     read_size: usize,
@@ -606,23 +530,10 @@ async fn read_back(
         mc.read_size = Some(read_size);
     }
     let t = Instant::now();
-    let file = within(limit, "open", async {
-        let access = FileAccessMask::new().with_generic_read(true);
-        let res = tree
-            .create(name, &FileCreateArgs::make_open_existing(access))
-            .await
-            .map_err(smb_err(format!("open {name}")))?;
-        into_file(res, name)
-    })
-    .await?;
-    let len = smb::GetLen::get_len(&file).await.map_err(smb_err("file size"))?;
-    ensure!(len == size, "{name} is {len} bytes after writing {size}");
-    let parts = chunks(size, read_size);
-    let mut hasher = Sha256::new();
-    let mut mismatch: Option<u64> = None;
-    let mut expected = Vec::new();
+    let file = open_written(at, name, size, limit).await?;
+    let mut check = ReadCheck::new(args.seed);
     let file_ref = &file;
-    let mut reads = stream::iter(parts.iter().copied().enumerate())
+    let mut reads = stream::iter(chunks(size, read_size).into_iter().enumerate())
         .map(|(i, (off, len))| {
             let channel = channels[i % channels.len()];
             async move {
@@ -644,23 +555,13 @@ async fn read_back(
         if let Some(c) = report.multichannel.as_mut().and_then(|mc| mc.channel_mut(channel)) {
             answered.iter().for_each(|&n| c.count(n));
         }
-        hasher.update(&buf);
-        if mismatch.is_none() {
-            expected.resize(buf.len(), 0);
-            data::fill(&mut expected, args.seed, off);
-            if buf != expected {
-                let i = buf.iter().zip(&expected).position(|(a, b)| a != b).unwrap_or(0);
-                mismatch = Some(off + i as u64);
-            }
-        }
+        check.update(off, &buf);
     }
     drop(reads);
     if let Some(e) = failure {
         return Err(e);
     }
-    within(limit, "close", async { file.close().await.map_err(smb_err("close after read")) }).await?;
-    let read = hex(&hasher.finalize());
-    report.sha256_read = Some(read.clone());
+    let read = check.finish(file, limit, report).await?;
     let per_channel = report
         .multichannel
         .as_ref()
@@ -675,33 +576,8 @@ async fn read_back(
                 .join("; ")
         })
         .unwrap_or_default();
-    report.record("read", t, Some(size), format!("{read_size} B per READ; {per_channel}; sha256 {read}"));
-    if let Some(at) = mismatch {
-        bail!("data read back differs from data written, first at byte {at}");
-    }
-    let written = report.sha256_written.clone().unwrap_or_default();
-    ensure!(read == written, "sha256 of data read back {read} != written {written}");
-    Ok(())
-}
-
-/// Deletes `name` (delete-on-close through FileDispositionInformation).
-async fn delete_file(report: &mut Report, tree: &Tree, name: &str, limit: Duration) -> Result<()> {
-    let t = Instant::now();
-    within(limit, "delete", async {
-        let access = FileAccessMask::new().with_delete(true);
-        let res = tree
-            .create(name, &FileCreateArgs::make_open_existing(access))
-            .await
-            .map_err(smb_err(format!("open {name} for delete")))?;
-        let f = into_file(res, name)?;
-        f.set_info(FileDispositionInformation { delete_pending: true.into() })
-            .await
-            .map_err(smb_err("set delete disposition"))?;
-        f.close().await.map_err(smb_err("close after delete"))
-    })
-    .await?;
-    report.record("delete", t, None, name.to_string());
-    Ok(())
+    report.record("read", t, Some(size), format!("{read_size} B per READ; {per_channel}; sha256 {}", read.sha256));
+    read.verdict(report)
 }
 
 #[cfg(test)]
