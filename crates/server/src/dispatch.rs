@@ -319,9 +319,8 @@ fn finish(c: &mut Connection, mut out: Vec<u8>, starts: &[(usize, Option<u64>)],
         }
     }
     if let Some(sid) = enc {
-        let random = c.st.server.random();
         if let Some(s) = c.st.session_mut(sid) {
-            let nonce = s.next_nonce(random);
+            let nonce = s.next_nonce();
             if let (Some(sealer), Some(buf)) = (s.encryptor.as_ref(), out.get_mut(4..)) {
                 sealer.seal(sid, &nonce, buf);
             }

@@ -41,6 +41,9 @@ pub struct Session {
     pub ended: std::sync::Arc<std::sync::atomic::AtomicBool>,
     next_tree_id: u32,
     nonce: u64,
+    /// The nonce bytes after the counter, drawn once for the session (as
+    /// Samba draws its nonce_high).
+    nonce_salt: [u8; 3],
 }
 
 /// MS-SMB2 3.3.1.14 Channel.
@@ -53,8 +56,9 @@ pub struct Channel {
 }
 
 impl Session {
-    /// A session being set up on connection `connection`.
-    pub fn new(id: u64, connection: u64, auth: ServerAuth, preauth: PreauthHash) -> Session {
+    /// A session being set up on connection `connection`; `nonce_salt`
+    /// goes into every nonce it seals with.
+    pub fn new(id: u64, connection: u64, auth: ServerAuth, preauth: PreauthHash, nonce_salt: [u8; 3]) -> Session {
         Session {
             id,
             state: SessionState::InProgress(Box::new(auth)),
@@ -72,19 +76,29 @@ impl Session {
             ended: Default::default(),
             next_tree_id: 1,
             nonce: 0,
+            nonce_salt,
         }
+    }
+
+    /// The session's channel on `connection`.
+    pub fn channel(&self, connection: u64) -> Option<&Channel> {
+        self.channels.iter().find(|c| c.connection == connection)
+    }
+
+    pub fn channel_mut(&mut self, connection: u64) -> Option<&mut Channel> {
+        self.channels.iter_mut().find(|c| c.connection == connection)
     }
 
     /// Whether `connection` is one of the session's channels (a session
     /// being set up is its own connection's until it is valid).
     pub fn on(&self, connection: u64) -> bool {
-        self.channels.iter().any(|c| c.connection == connection)
+        self.channel(connection).is_some()
     }
 
     /// The key that signs on `connection`: its channel's (MS-SMB2
     /// 3.3.4.1.1, 3.3.5.2.4).
     pub fn channel_signer(&self, connection: u64) -> Option<&Arc<Signer>> {
-        self.channels.iter().find(|c| c.connection == connection).and_then(|c| c.signer.as_ref())
+        self.channel(connection).and_then(|c| c.signer.as_ref())
     }
 
     /// The preauth hash a SESSION_SETUP on `connection` extends: its
@@ -108,12 +122,13 @@ impl Session {
     }
 
     /// A nonce never used before with this session's encryption key: a
-    /// counter in the first 8 bytes plus 3 random bytes (CCM uses 11).
-    pub fn next_nonce(&mut self, random: [u8; 3]) -> [u8; 16] {
+    /// counter in the first 8 bytes plus the session's 3 salt bytes (CCM
+    /// uses 11).
+    pub fn next_nonce(&mut self) -> [u8; 16] {
         self.nonce += 1;
         let mut n = [0u8; 16];
         n[..8].copy_from_slice(&self.nonce.to_le_bytes());
-        n[8..11].copy_from_slice(&random);
+        n[8..11].copy_from_slice(&self.nonce_salt);
         n
     }
 }

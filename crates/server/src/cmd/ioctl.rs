@@ -338,10 +338,11 @@ fn request_resiliency(ctx: &mut Ctx<'_>, fid: FileId, input: &[u8]) -> HResult {
     if ctx.dialect() == Dialect::SMB202 {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     }
-    let ms = input.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or(NtStatus::INVALID_PARAMETER)?;
-    if input.len() < 8 {
+    // NETWORK_RESILIENCY_REQUEST: Timeout (ms), Reserved.
+    let Some(&[a, b, c, d, _, _, _, _]) = input.get(..8).and_then(|i| <&[u8; 8]>::try_from(i).ok()) else {
         return Err(NtStatus::INVALID_PARAMETER);
-    }
+    };
+    let ms = u32::from_le_bytes([a, b, c, d]);
     let timeout = if ms == 0 { crate::durable::DEFAULT_TIMEOUT } else { Duration::from_millis(u64::from(ms)) };
     if timeout > MAX_RESILIENCY {
         return Err(NtStatus::INVALID_PARAMETER);
@@ -457,7 +458,7 @@ pub(crate) mod harness {
             dns_computer: "smbq".into(),
             dns_domain: String::new(),
         };
-        let mut s = Session::new(1, conn.st.id, ServerAuth::new(target, 0), PreauthHash::new());
+        let mut s = Session::new(1, conn.st.id, ServerAuth::new(target, 0), PreauthHash::new(), [0; 3]);
         s.state = SessionState::Valid;
         for (id, name) in [(DISK, "data"), (IPC, "IPC$")] {
             let share = server.share(name).unwrap();

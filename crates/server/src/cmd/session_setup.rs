@@ -20,18 +20,22 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let limits = &server.config.limits;
     let r = SessionSetupRequest::decode(req.msg, limits.max_security_blob).map_err(NtStatus::from)?;
     let neg = ctx.conn.neg.clone().ok_or(NtStatus::INVALID_PARAMETER)?;
-    let target = || TargetInfo {
-        netbios_computer: server.config.server_name.clone(),
-        netbios_domain: server.config.domain.clone(),
-        dns_computer: server.config.server_name.to_lowercase(),
-        dns_domain: String::new(),
+    // A new NTLM exchange: this server's names, its clock, a challenge
+    // from its generator.
+    let new_auth = || {
+        let target = TargetInfo {
+            netbios_computer: server.config.server_name.clone(),
+            netbios_domain: server.config.domain.clone(),
+            dns_computer: server.config.server_name.to_lowercase(),
+            dns_domain: String::new(),
+        };
+        ServerAuth::with_challenge(target, server.now(), server.random())
     };
-    let now = server.now();
     if r.flags & FLAG_BINDING != 0 {
         if let Some(refusal) = bind_refusal(ctx, req, &neg) {
             return Err(refusal);
         }
-        return bind(ctx, req, &r, &neg, ServerAuth::with_challenge(target(), now, server.random()));
+        return bind(ctx, req, &r, &neg, new_auth());
     }
     let mut sid = req.hdr.session_id;
     let me = ctx.conn.id;
@@ -42,7 +46,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             return Err(NtStatus::REQUEST_NOT_ACCEPTED);
         }
         sid = server.session_id();
-        let s = Session::new(sid, ctx.conn.id, ServerAuth::with_challenge(target(), now, server.random()), ctx.conn.preauth.clone());
+        let s = Session::new(sid, ctx.conn.id, new_auth(), ctx.conn.preauth.clone(), server.random());
         ctx.conn.sessions.insert(sid, s);
         server.sessions.fetch_add(1, Ordering::Relaxed);
     }
@@ -51,7 +55,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let reauth = session.signer.is_some();
     if session.is_valid() {
         //= MS-SMB2 3.3.5.5.2: re-authentication of a valid session.
-        session.state = SessionState::InProgress(Box::new(ServerAuth::with_challenge(target(), now, server.random())));
+        session.state = SessionState::InProgress(Box::new(new_auth()));
     }
     if neg.dialect == Dialect::SMB311 && !reauth {
         session.preauth.update(req.msg);
@@ -111,7 +115,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let algo = if neg.dialect.is_smb3() { neg.signing } else { SigningAlgorithm::HmacSha256 };
     let signer = Arc::new(Signer::new(algo, &keys.signing));
     session.signer = Some(Arc::clone(&signer));
-    if let Some(ch) = session.channels.iter_mut().find(|c| c.connection == me) {
+    if let Some(ch) = session.channel_mut(me) {
         ch.signer = Some(Arc::clone(&signer));
     }
     if let Some(cipher) = neg.cipher {
@@ -209,7 +213,7 @@ fn bind(ctx: &mut Ctx<'_>, req: &Req<'_>, r: &SessionSetupRequest<'_>, neg: &Neg
     if !session.is_valid() {
         return Err(NtStatus::USER_SESSION_DELETED);
     }
-    match session.channels.iter().find(|c| c.connection == me) {
+    match session.channel(me) {
         Some(c) if c.signer.is_some() => return Err(NtStatus::REQUEST_NOT_ACCEPTED),
         Some(_) => {}
         None => {
@@ -226,7 +230,7 @@ fn bind(ctx: &mut Ctx<'_>, req: &Req<'_>, r: &SessionSetupRequest<'_>, neg: &Neg
         session.preauth_on(me).update(req.msg);
     }
     let lookup = |user: &str, _domain: &str| server.lookup_user(user);
-    let step = match session.channels.iter_mut().find(|c| c.connection == me).and_then(|c| c.binding.as_mut()) {
+    let step = match session.channel_mut(me).and_then(|c| c.binding.as_mut()) {
         Some((auth, _)) => auth.step(r.security_buffer, &lookup),
         None => Err(AuthError::Malformed("no binding under way")),
     };
@@ -248,7 +252,7 @@ fn bind(ctx: &mut Ctx<'_>, req: &Req<'_>, r: &SessionSetupRequest<'_>, neg: &Neg
         Err(AuthError::Malformed(_)) => return failed(session, NtStatus::INVALID_PARAMETER),
         Err(AuthError::Unsupported(_)) => return failed(session, NtStatus::NOT_SUPPORTED),
     };
-    let Some(ch) = session.channels.iter_mut().find(|c| c.connection == me) else {
+    let Some(ch) = session.channel_mut(me) else {
         return Err(NtStatus::USER_SESSION_DELETED);
     };
     let hash = ch.binding.take().map(|(_, p)| p.0);
