@@ -176,10 +176,10 @@ impl ConnState {
         self.server.unregister_session(sid);
     }
 
-    /// Hand `file`'s fsync to the transport; the id its result comes back with.
-    pub(crate) fn sync_job(&mut self, file: Arc<dyn smbq_vfs::FileObject>) -> u64 {
+    /// Hand `work` on `file` to the transport; the id its result comes back with.
+    pub(crate) fn job(&mut self, file: Arc<dyn smbq_vfs::FileObject>, work: crate::job::Work) -> u64 {
         self.next_job += 1;
-        self.jobs.push(crate::job::Job { id: self.next_job, file });
+        self.jobs.push(crate::job::Job { id: self.next_job, file, work });
         self.next_job
     }
 
@@ -199,6 +199,22 @@ pub(crate) struct Pending {
     pub work: AsyncWork,
     /// Taken over from a channel that is gone: carried out, not answered.
     pub adopted: bool,
+    /// A job's request, answered by nothing yet: when it gets its interim
+    /// response ([`crate::job::INTERIM_DELAY`]). Until then its final
+    /// answer is an ordinary one, granting the credits asked for.
+    pub interim_at: Option<Instant>,
+    pub credit_charge: u16,
+    pub credits_asked: u16,
+    /// The request's priority bits, echoed (MS-SMB2 2.2.1.2).
+    pub priority: u32,
+}
+
+impl Pending {
+    /// Room before the header of an answer: the Direct TCP prefix, and
+    /// the transform header when it is sealed.
+    pub(crate) fn prefix(&self) -> usize {
+        4 + if self.encrypted { smbq_crypto::TRANSFORM_HEADER_LEN } else { 0 }
+    }
 }
 
 pub struct Connection {
@@ -366,6 +382,10 @@ impl Connection {
         for d in self.pending.iter().filter_map(|p| p.work.deadline()) {
             t = t.min(d);
         }
+        // Jobs not done in time get their interim response.
+        for d in self.pending.iter().filter_map(|p| p.interim_at) {
+            t = t.min(d);
+        }
         Some(t)
     }
 
@@ -396,6 +416,9 @@ impl Connection {
         }
         if self.pending.iter().filter_map(|p| p.work.deadline()).any(|d| now >= d) {
             dispatch::retry_pending(self, now);
+        }
+        if self.pending.iter().filter_map(|p| p.interim_at).any(|d| now >= d) {
+            dispatch::send_interims(self, now);
         }
         if now >= self.deadline() && self.pending.is_empty() {
             let idle_with_opens = !self.st.opens.is_empty() && self.authenticated();

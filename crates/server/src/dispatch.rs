@@ -44,7 +44,7 @@ pub enum AsyncWork {
     Notify(cmd::change_notify::Watch),
     /// A CREATE waiting for oplock breaks to be acknowledged.
     Create(cmd::create::Deferred),
-    /// A FLUSH whose fsync runs on the transport's pool (its job id).
+    /// File work on the transport's pool (its job id, [`crate::job`]).
     Job(u64),
 }
 
@@ -73,6 +73,11 @@ pub struct Ctx<'a> {
     pub header_start: usize,
     pub now: Instant,
     pub go_async: Option<AsyncWork>,
+    /// The request may be handed to the transport's pool
+    /// ([`AsyncWork::Job`]): the transport runs jobs, it is alone in its
+    /// message, and the connection's pending requests are within
+    /// `limits.max_outstanding`.
+    pub may_defer: bool,
     /// When a deferred request (being run again) was first deferred.
     pub deferred_since: Option<Instant>,
     /// Set by a handler whose request the spec says must end the connection
@@ -248,6 +253,8 @@ struct Chain {
     /// The previous element named a session and tree that exist; a related
     /// element after one that did not (or heading the chain) is invalid.
     valid: bool,
+    /// The message holds one request, not a compound.
+    alone: bool,
 }
 
 /// Process one plaintext message (possibly a compound). `enc` is the
@@ -273,6 +280,7 @@ pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<
             next => next,
         };
         let elem = rest.get(..len).ok_or(Fatal::Malformed("compound element"))?;
+        chain.alone = n == 0 && hdr.next_command == 0;
         if let Some(&(prev, _)) = starts.last() {
             let pad = (8 - (out.len() - prev) % 8) % 8;
             out.resize(out.len() + pad, 0);
@@ -396,6 +404,7 @@ fn element(
 
     let header_start = out.len();
     out.resize(header_start + HEADER_LEN, 0);
+    let may_defer = chain.alone && c.st.offload && c.pending.len() < c.st.server.config.limits.max_outstanding;
     let mut ctx = Ctx {
         conn: &mut c.st,
         hdr,
@@ -407,6 +416,7 @@ fn element(
         header_start,
         now,
         go_async: None,
+        may_defer,
         deferred_since: None,
         disconnect: false,
     };
@@ -431,6 +441,29 @@ fn element(
     let Ctx { session_id, tree_id, related_file_id, go_async, disconnect, .. } = ctx;
     if disconnect {
         return Err(Fatal::PeerMisbehaved("request the spec answers by disconnecting"));
+    }
+    if let (Some(AsyncWork::Job(job)), Ok(_)) = (&go_async, &result) {
+        // On the pool: no answer yet (a late one, or an interim first,
+        // see crate::job). Only a request alone in its message gets here.
+        let job = *job;
+        out.truncate(header_start);
+        let async_id = c.async_id();
+        c.pending.push(Pending {
+            async_id,
+            message_id: hdr.message_id,
+            session_id,
+            tree_id,
+            command: hdr.command,
+            encrypted: enc.is_some(),
+            signed: hdr.flags & flags::SIGNED != 0,
+            work: AsyncWork::Job(job),
+            adopted: false,
+            interim_at: Some(now + crate::job::INTERIM_DELAY),
+            credit_charge: hdr.credit_charge,
+            credits_asked: hdr.credits,
+            priority: hdr.flags & flags::PRIORITY_MASK,
+        });
+        return Ok(None);
     }
     let result = match result {
         Ok(_) if out.len() > MAX_RESPONSE => Err(NtStatus::INSUFFICIENT_RESOURCES),
@@ -503,6 +536,10 @@ fn element(
             signed: hdr.flags & flags::SIGNED != 0,
             work,
             adopted: false,
+            interim_at: None,
+            credit_charge: 0,
+            credits_asked: 0,
+            priority: 0,
         });
     }
     rh.status = status.0;
@@ -671,8 +708,9 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
     c.pending.retain(|p| st.session(p.session_id).is_some());
     let mut i = 0;
     while i < c.pending.len() {
-        let mut body = Vec::new();
         let p = &mut c.pending[i];
+        let prefix = p.prefix();
+        let mut body = vec![0; prefix + HEADER_LEN];
         let hdr = Header { command: p.command, message_id: p.message_id, session_id: p.session_id, tree_id: p.tree_id, ..Default::default() };
         let mut ctx = Ctx {
             conn: &mut c.st,
@@ -682,13 +720,13 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
             related_file_id: None,
             encrypted: p.encrypted,
             out: &mut body,
-            header_start: 0,
+            header_start: prefix,
             now,
             go_async: None,
-        deferred_since: None,
+            may_defer: false,
+            deferred_since: None,
             disconnect: false,
         };
-        ctx.out.resize(HEADER_LEN, 0);
         let done = match &mut p.work {
             AsyncWork::Lock(b) => cmd::lock::retry(&mut ctx, b),
             AsyncWork::Notify(w) => cmd::change_notify::retry(&mut ctx, w),
@@ -708,16 +746,39 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
 /// A job's result: the final answer of the request that waits for it
 /// (one cancelled meanwhile was answered already).
 pub(crate) fn job_done(c: &mut Connection, done: crate::job::JobDone) {
+    use crate::job::Work;
     let Some(i) = c.pending.iter().position(|p| matches!(p.work, AsyncWork::Job(id) if id == done.id)) else { return };
     let p = c.pending.remove(i);
-    let mut body = vec![0; HEADER_LEN];
-    smbq_wire::flush::encode_response(&mut body);
-    match done.result {
-        Ok(()) => complete(c, p, Ok(NtStatus::SUCCESS), body),
-        Err(s) => complete(c, p, Err(s), Vec::new()),
-    }
+    let mut body = vec![0; p.prefix() + HEADER_LEN];
+    let (result, body) = match (done.work, done.result) {
+        (_, Err(s)) => (Err(s), Vec::new()),
+        (Work::Read(job), Ok(n)) => cmd::read::job_done(&mut c.st, job, n),
+        (Work::Write { .. }, Ok(n)) => {
+            smbq_wire::write::encode_response(&mut body, n as u32);
+            (Ok(NtStatus::SUCCESS), body)
+        }
+        (Work::Sync, Ok(_)) => {
+            smbq_wire::flush::encode_response(&mut body);
+            (Ok(NtStatus::SUCCESS), body)
+        }
+    };
+    complete(c, p, result, body);
 }
 
+/// Interim responses (MS-SMB2 3.3.4.2) for jobs not done in time.
+pub(crate) fn send_interims(c: &mut Connection, now: Instant) {
+    for i in 0..c.pending.len() {
+        if !c.pending[i].interim_at.is_some_and(|t| now >= t) {
+            continue;
+        }
+        let mut p = c.pending.remove(i);
+        let mut out = vec![0; p.prefix() + HEADER_LEN];
+        encode_error_body(&mut out, &[]);
+        late(c, &p, NtStatus::PENDING, true, out);
+        p.interim_at = None;
+        c.pending.insert(i, p);
+    }
+}
 /// An oplock break notification for the open `volatile` of this
 /// connection (MS-SMB2 2.2.23.1, 3.3.4.6): MessageId all ones, no
 /// session or tree in the header, not signed; sealed with the open's
@@ -762,44 +823,46 @@ fn send_break(c: &mut Connection, volatile: u64, body: impl FnOnce(&mut Vec<u8>)
 }
 
 /// Send the final response of an async operation. `body` is either empty
-/// or a 64-byte placeholder followed by the response body.
+/// or room for the frame prefix and the header, then the response body.
 fn complete(c: &mut Connection, p: Pending, result: crate::dispatch::HResult, body: Vec<u8>) {
     if p.adopted {
         return;
     }
-    let enc = if p.encrypted { Some(p.session_id) } else { None };
-    let prefix = 4 + if enc.is_some() { TRANSFORM_HEADER_LEN } else { 0 };
-    let mut out = Vec::with_capacity(prefix + HEADER_LEN + body.len());
-    out.resize(prefix, 0);
-    let status = match result {
-        Ok(s) => {
-            out.extend_from_slice(&body);
-            if out.len() == prefix {
-                out.resize(prefix + HEADER_LEN, 0);
-            }
-            if out.len() == prefix + HEADER_LEN {
-                encode_error_body(&mut out, &[]);
-            }
-            s
-        }
-        Err(s) => {
-            out.resize(prefix + HEADER_LEN, 0);
-            encode_error_body(&mut out, &[]);
-            s
-        }
+    let prefix = p.prefix();
+    let (status, mut out) = match result {
+        Ok(s) if body.len() >= prefix + HEADER_LEN => (s, body),
+        Ok(s) | Err(s) => (s, vec![0; prefix + HEADER_LEN]),
     };
+    if out.len() == prefix + HEADER_LEN {
+        encode_error_body(&mut out, &[]);
+    }
+    late(c, &p, status, false, out);
+}
+
+/// Send an answer to pending request `p` that is not sent with the
+/// request's own message: its interim (`interim`), or its final answer.
+/// Whichever goes first grants the credits the request asked for; once
+/// an interim went out, answers are async (MS-SMB2 3.3.4.2).
+fn late(c: &mut Connection, p: &Pending, status: NtStatus, interim: bool, mut out: Vec<u8>) {
+    let enc = if p.encrypted { Some(p.session_id) } else { None };
+    let prefix = p.prefix();
+    let first = interim || p.interim_at.is_some();
+    let is_async = interim || p.interim_at.is_none();
     let signed = enc.is_none()
         && c.st.session(p.session_id).is_some_and(|s| s.signer.is_some() && (p.signed || s.signing_required));
     let rh = Header {
-        credit_charge: 0,
+        credit_charge: if first { p.credit_charge } else { 0 },
         status: status.0,
         command: p.command,
-        credits: 0,
-        flags: flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND | if signed { flags::SIGNED } else { 0 },
+        credits: if first { c.credits.grant(p.credits_asked) } else { 0 },
+        flags: flags::SERVER_TO_REDIR
+            | p.priority
+            | if is_async { flags::ASYNC_COMMAND } else { 0 }
+            | if signed { flags::SIGNED } else { 0 },
         next_command: 0,
         message_id: p.message_id,
-        async_id: p.async_id,
-        tree_id: 0,
+        async_id: if is_async { p.async_id } else { 0 },
+        tree_id: if is_async { 0 } else { p.tree_id },
         session_id: p.session_id,
         signature: [0; 16],
     };

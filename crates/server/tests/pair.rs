@@ -1009,40 +1009,93 @@ fn a_whole_conversation_repeats_byte_for_byte_with_the_same_clock_seed_and_files
 }
 
 #[test]
-fn a_flush_goes_to_the_pool_and_the_requests_after_it_are_answered_first() {
-    let mut p = Pair::new();
+fn file_work_on_the_pool_is_answered_out_of_order_with_an_interim_only_when_late() {
+    // Signed (encryption off) and sealed (the default) sessions alike.
+    for encrypt in [smbq_server::EncryptPolicy::Off, ServerConfig::default().encrypt] {
+        pool_conversation(encrypt);
+    }
+}
+
+fn pool_conversation(encrypt: smbq_server::EncryptPolicy) {
+    let fs = Arc::new(smbq_vfs::MemFs::new(|| 133_444_736_000_000_000));
+    let mut users = UserDb::new();
+    users.add("alice", "secret");
+    let mut config = ServerConfig::default();
+    config.limits.failed_logon_delay_ms = 0;
+    config.encrypt = encrypt;
+    config.shares.push(ShareConfig { fs: Some(fs.clone()), ..ShareConfig::new("share", "/no/such/dir") });
+    let mut p = pair_on(Arc::new(Server::new(config, users).unwrap()), tempfile::tempdir().unwrap());
     p.conn.set_offload(true);
     assert_eq!(p.login("alice", "secret"), NtStatus::SUCCESS);
     assert_eq!(p.tree_connect("share"), NtStatus::SUCCESS);
     let (_, fid) = p.create("f", RW, CREATE);
-    let mut w = Vec::new();
-    smbq_wire::write::WriteRequest { offset: 0, file_id: file_id(&fid), channel: 0, remaining_bytes: 0, flags: 0, data: b"data" }.encode(&mut w);
-    assert_eq!(NtStatus(p.call(Command::WRITE, &w).0.status), NtStatus::SUCCESS);
-    let mut f = Vec::new();
-    smbq_wire::flush::encode_request(&mut f, file_id(&fid));
-    let (interim, _) = p.call(Command::FLUSH, &f);
-    assert_eq!(NtStatus(interim.status), NtStatus::PENDING);
-    assert!(interim.flags & flags::ASYNC_COMMAND != 0);
-    let job = p.conn.poll_job().expect("the fsync is handed to the transport");
+    let write = |data: &[u8], flags: u32| {
+        let mut w = Vec::new();
+        smbq_wire::write::WriteRequest { offset: 0, file_id: file_id(&fid), channel: 0, remaining_bytes: 0, flags, data }.encode(&mut w);
+        w
+    };
+    // A small buffered WRITE and a READ the cache holds are done inline.
+    assert_eq!(NtStatus(p.call(Command::WRITE, &write(b"data", 0)).0.status), NtStatus::SUCCESS);
+    assert_eq!(NtStatus(p.call(Command::READ, &read_body(&fid, 4)).0.status), NtStatus::SUCCESS);
     assert!(p.conn.poll_job().is_none());
-    // A READ sent after the FLUSH is answered before it.
-    let (h, r) = p.call(Command::READ, &read_body(&fid, 4));
-    assert_eq!((NtStatus(h.status), &r[HEADER_LEN + 16..]), (NtStatus::SUCCESS, &b"data"[..]));
-    p.conn.handle_job_done(job.run());
+
+    // A READ that would wait for the disk and a write-through WRITE go to
+    // the pool: no answer yet, not even an interim.
+    fs.set_cold(true);
+    let t0 = Instant::now();
+    let read_id = p.next_id;
+    assert!(p.request(Command::READ, &read_body(&fid, 4)).is_empty());
+    let read_job = p.conn.poll_job().expect("the read is handed to the transport");
+    let write_id = p.next_id;
+    assert!(p.request(Command::WRITE, &write(b"DATA", smbq_wire::write::WRITE_THROUGH)).is_empty());
+    let write_job = p.conn.poll_job().expect("the write is handed to the transport");
+    // A request after them is answered first.
+    let (h, _) = p.call(Command::ECHO, &[4, 0, 0, 0]);
+    assert_eq!(NtStatus(h.status), NtStatus::SUCCESS);
+
+    // The WRITE, done first, gets an ordinary answer with its credits.
+    p.conn.handle_job_done(write_job.run());
     let done = p.drain();
     assert_eq!(done.len(), 1);
     let h = Header::decode(&done[0]).unwrap();
-    assert_eq!((NtStatus(h.status), h.message_id, h.async_id), (NtStatus::SUCCESS, interim.message_id, interim.async_id));
-    assert!(p.signer.as_ref().unwrap().verify(&done[0]), "the final answer is signed");
+    assert_eq!((NtStatus(h.status), h.message_id, h.flags & flags::ASYNC_COMMAND), (NtStatus::SUCCESS, write_id, 0));
+    assert!(h.credits > 0, "the late answer grants the credits asked for");
+    // Signed, or sealed (drain opened it), as the session's answers are.
+    let protected = |p: &Pair, msg: &[u8]| match &p.seal {
+        Some(_) => smbq_wire::transform::is_transform(&p.transcript.last().unwrap()[4..]),
+        None => p.signer.as_ref().unwrap().verify(msg),
+    };
+    assert!(protected(&p, &done[0]));
+
+    // The READ is late: an interim, then the data in an async answer.
+    assert!(p.timeout(t0).is_empty(), "not yet late");
+    let interim = p.timeout(t0 + smbq_server::job::INTERIM_DELAY * 2);
+    assert_eq!(interim.len(), 1);
+    let ih = Header::decode(&interim[0]).unwrap();
+    assert_eq!((NtStatus(ih.status), ih.message_id), (NtStatus::PENDING, read_id));
+    assert!(ih.flags & flags::ASYNC_COMMAND != 0 && ih.async_id != 0 && ih.credits > 0);
+    assert!(p.timeout(t0 + smbq_server::job::INTERIM_DELAY * 3).is_empty(), "one interim");
+    p.conn.handle_job_done(read_job.run());
+    let done = p.drain();
+    assert_eq!(done.len(), 1);
+    let h = Header::decode(&done[0]).unwrap();
+    assert_eq!((NtStatus(h.status), h.message_id, h.async_id, h.credits), (NtStatus::SUCCESS, read_id, ih.async_id, 0));
+    assert_eq!(&done[0][HEADER_LEN + 16..], b"DATA", "the write-through data, read back on the pool");
+    assert!(protected(&p, &done[0]));
 
     // A FLUSH cancelled while its fsync runs is answered CANCELLED, once.
-    let (interim, _) = p.call(Command::FLUSH, &f);
+    let mut f = Vec::new();
+    smbq_wire::flush::encode_request(&mut f, file_id(&fid));
+    let flush_id = p.next_id;
+    assert!(p.request(Command::FLUSH, &f).is_empty());
     let job = p.conn.poll_job().unwrap();
     let mut cancel = Vec::new();
-    Header { command: Command::CANCEL.0, flags: flags::ASYNC_COMMAND, async_id: interim.async_id, session_id: p.session_id, ..Default::default() }.encode(&mut cancel);
+    Header { command: Command::CANCEL.0, message_id: flush_id, session_id: p.session_id, ..Default::default() }.encode(&mut cancel);
     cancel.extend_from_slice(&[4, 0, 0, 0]);
     let r = p.raw(cancel).unwrap();
-    assert_eq!(NtStatus(Header::decode(&r[0]).unwrap().status), NtStatus::CANCELLED);
+    assert_eq!(r.len(), 1);
+    let h = Header::decode(&r[0]).unwrap();
+    assert_eq!((NtStatus(h.status), h.message_id), (NtStatus::CANCELLED, flush_id));
     p.conn.handle_job_done(job.run());
     assert!(p.drain().is_empty());
 }

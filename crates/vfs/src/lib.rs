@@ -153,6 +153,13 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
 pub trait FileObject: Send + Sync + std::fmt::Debug {
     fn stat(&self) -> Result<FileStat, FsError>;
     fn read_append(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError>;
+    /// [`FileObject::read_append`] of what can be had without waiting for
+    /// the disk: `Ok(None)` (and `out` as it was) when the page cache
+    /// does not hold all of it, or the read ends short. An object that
+    /// never waits reads.
+    fn read_cached(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<Option<usize>, FsError> {
+        self.read_append(out, len, offset).map(Some)
+    }
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<(), FsError>;
     fn set_len(&self, len: u64) -> Result<(), FsError>;
     fn set_allocation(&self, len: u64) -> Result<(), FsError>;
@@ -235,6 +242,10 @@ impl Handle {
     /// read (fewer only at EOF, 0 at or past it).
     pub fn read_append(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError> {
         self.file.read_append(out, len, offset)
+    }
+    /// See [`FileObject::read_cached`].
+    pub fn read_cached(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<Option<usize>, FsError> {
+        self.file.read_cached(out, len, offset)
     }
     /// Write all of `buf` at `offset`. A handle not opened for writing is
     /// ACCESS_DENIED.

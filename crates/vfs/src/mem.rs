@@ -10,6 +10,7 @@ use crate::{
 };
 use smbq_wire::NtStatus;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// FILETIME now (100 ns units since 1601).
@@ -47,6 +48,7 @@ pub struct MemFs {
     tree: Arc<Mutex<Tree>>,
     read_only: bool,
     clock: Clock,
+    cold: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for MemFs {
@@ -131,7 +133,14 @@ impl MemFs {
         let clock: Clock = Arc::new(clock);
         let mut tree = Tree::default();
         tree.add(String::new(), true, clock());
-        MemFs { tree: Arc::new(Mutex::new(tree)), read_only: false, clock }
+        MemFs { tree: Arc::new(Mutex::new(tree)), read_only: false, clock, cold: Arc::default() }
+    }
+
+    /// Act as a cold page cache from now on (`true`): no read can be had
+    /// without waiting ([`FileObject::read_cached`] answers `None`), so
+    /// the engine hands every READ to its pool.
+    pub fn set_cold(&self, cold: bool) {
+        self.cold.store(cold, Ordering::Relaxed);
     }
 
     fn writable(&self) -> Result<(), FsError> {
@@ -149,7 +158,7 @@ impl FileSystem for MemFs {
     }
 
     fn read_only_view(&self) -> Arc<dyn FileSystem> {
-        Arc::new(MemFs { tree: Arc::clone(&self.tree), read_only: true, clock: Arc::clone(&self.clock) })
+        Arc::new(MemFs { tree: Arc::clone(&self.tree), read_only: true, clock: Arc::clone(&self.clock), cold: Arc::clone(&self.cold) })
     }
 
     fn open(&self, path: &str, opts: &OpenOptions) -> Result<(Handle, CreateAction), FsError> {
@@ -204,7 +213,7 @@ impl FileSystem for MemFs {
             Err(e) => return Err(e),
         };
         let is_dir = tree.node(id)?.is_dir;
-        let file = MemFile { tree: Arc::clone(&self.tree), id, write: opts.write && !self.read_only, clock: Arc::clone(&self.clock) };
+        let file = MemFile { tree: Arc::clone(&self.tree), id, write: opts.write && !self.read_only, clock: Arc::clone(&self.clock), cold: Arc::clone(&self.cold) };
         Ok((Handle::new(comps.join("\\"), is_dir, Arc::new(file)), action))
     }
 
@@ -280,6 +289,7 @@ struct MemFile {
     id: u64,
     write: bool,
     clock: Clock,
+    cold: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for MemFile {
@@ -319,6 +329,13 @@ impl FileObject for MemFile {
         let got = &n.data[start..(start.saturating_add(len)).min(n.data.len())];
         out.extend_from_slice(got);
         Ok(got.len())
+    }
+
+    fn read_cached(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<Option<usize>, FsError> {
+        if self.cold.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        self.read_append(out, len, offset).map(Some)
     }
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {

@@ -489,6 +489,32 @@ pub(crate) fn read_append(h: &PosixFile, out: &mut Vec<u8>, len: usize, offset: 
     Ok(out.len() - start)
 }
 
+/// `preadv2(RWF_NOWAIT)`: the read the page cache can answer whole, or
+/// `None` (a cold or partly cached range, or the end of the file: the
+/// caller reads again where waiting is allowed).
+pub(crate) fn read_cached(h: &PosixFile, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<Option<usize>, FsError> {
+    out.reserve_exact(len);
+    let Some(spare) = out.spare_capacity_mut().get_mut(..len) else { return Ok(None) };
+    let iov = libc::iovec { iov_base: spare.as_mut_ptr().cast(), iov_len: len };
+    let Ok(at) = i64::try_from(offset) else { return Ok(None) };
+    use std::os::fd::AsRawFd;
+    // SAFETY: the kernel writes at most `len` bytes into the spare
+    // capacity the iovec points at; only what it reports is kept.
+    let n = unsafe { libc::preadv2(h.fd.as_raw_fd(), &iov, 1, at, libc::RWF_NOWAIT) };
+    match usize::try_from(n) {
+        Ok(n) if n == len && len > 0 => {
+            // SAFETY: preadv2 initialized these `n` bytes, right after the end.
+            unsafe { out.set_len(out.len() + n) };
+            Ok(Some(n))
+        }
+        Ok(_) => Ok(None),
+        Err(_) => match Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)) {
+            Errno::AGAIN | Errno::INTR | Errno::OPNOTSUPP => Ok(None),
+            e => Err(err(e)),
+        },
+    }
+}
+
 pub(crate) fn write_at(h: &PosixFile, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {
     if h.read_only {
         return Err(FsError::ReadOnly);
@@ -757,6 +783,9 @@ impl FileObject for PosixFile {
     }
     fn read_append(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<usize, FsError> {
         read_append(self, out, len, offset)
+    }
+    fn read_cached(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> Result<Option<usize>, FsError> {
+        read_cached(self, out, len, offset)
     }
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<(), FsError> {
         write_at(self, bufs, offset)

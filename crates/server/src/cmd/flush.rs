@@ -2,6 +2,7 @@
 
 use crate::cmd::create::WRITE_ACCESS;
 use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::job::Work;
 use crate::open::OpenKind;
 use smbq_wire::flush::{decode_request, encode_response};
 use smbq_wire::NtStatus;
@@ -10,10 +11,9 @@ use smbq_wire::NtStatus;
 /// metadata to stable storage.
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let fid = decode_request(req.msg).map_err(NtStatus::from)?;
-    // Where the transport runs jobs (and not in the middle of a compound,
-    // which cannot go async), the fsync goes to its pool: STATUS_PENDING
-    // now, the answer when the data is on disk.
-    let offload = ctx.conn.offload && ctx.hdr.next_command == 0;
+    // Where the transport runs jobs (and not in a compound), the fsync
+    // goes to its pool: answered when the data is on disk.
+    let offload = ctx.may_defer;
     let open = ctx.open(fid)?;
     //= MS-SMB2 3.3.5.11
     //# If Open.GrantedAccess does not include FILE_WRITE_DATA or
@@ -28,7 +28,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     };
     if offload {
         let file = h.object();
-        let id = ctx.conn.sync_job(file);
+        let id = ctx.conn.job(file, Work::Sync);
         ctx.go_async = Some(AsyncWork::Job(id));
         return Ok(NtStatus::PENDING);
     }

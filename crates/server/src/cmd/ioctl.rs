@@ -535,6 +535,7 @@ pub(crate) mod harness {
                 header_start: 0,
                 now: Instant::now(),
                 go_async: None,
+                may_defer: false,
                 deferred_since: None,
                 disconnect: false,
             };
@@ -558,6 +559,7 @@ pub(crate) mod harness {
                 header_start: 0,
                 now: Instant::now(),
                 go_async: None,
+                may_defer: false,
                 deferred_since: None,
                 disconnect: false,
             };

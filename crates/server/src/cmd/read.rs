@@ -2,7 +2,9 @@
 //! straight into the response buffer: the only copy is the kernel's.
 
 use crate::cmd::lock::io_conflict;
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::connection::ConnState;
+use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::job::{ReadJob, Work};
 use crate::open::{access, OpenKind};
 use smbq_wire::read::{encode_response_head, set_data_len, ReadRequest};
 use smbq_wire::{NtStatus, Put};
@@ -56,24 +58,54 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     let head = ctx.out.len();
     encode_response_head(ctx.out, r.length, 0);
+    let len = r.length as usize;
     // One allocation of the exact size (plus the pad byte of an empty
     // read), filled by the read itself.
-    ctx.out.reserve_exact(r.length as usize + 1);
-    let n = h.read_append(ctx.out, r.length as usize, r.offset).map_err(NtStatus::from)?;
+    ctx.out.reserve_exact(len + 1);
+    let n = if ctx.may_defer {
+        // What the page cache holds is read here; a read that would wait
+        // for the disk goes to the pool and is answered when done.
+        match h.read_cached(ctx.out, len, r.offset).map_err(NtStatus::from)? {
+            Some(n) => n,
+            None => {
+                let mut out = Vec::with_capacity(ctx.out.len() + len + 1);
+                out.extend_from_slice(ctx.out);
+                let job = ReadJob { out, head, len, offset: r.offset, minimum: r.minimum_count, volatile: fid.volatile };
+                let file = h.object();
+                let id = ctx.conn.job(file, Work::Read(job));
+                ctx.go_async = Some(AsyncWork::Job(id));
+                return Ok(NtStatus::PENDING);
+            }
+        }
+    } else {
+        h.read_append(ctx.out, len, r.offset).map_err(NtStatus::from)?
+    };
+    read_done(ctx.conn, ctx.out, head, (len, r.minimum_count), r.offset, fid.volatile, n)?;
+    Ok(NtStatus::SUCCESS)
+}
+
+/// The answer of a READ whose `n` bytes are in `out` after the response
+/// head at `head`: DataLength set, the open's position moved on.
+fn read_done(st: &mut ConnState, out: &mut Vec<u8>, head: usize, (len, minimum): (usize, u32), offset: u64, volatile: u64, n: usize) -> Result<(), NtStatus> {
     //= MS-SMB2 3.3.5.12
     //# If the read fails or the number of bytes read is less than
     //# MinimumCount, the server MUST fail the request with STATUS_END_OF_FILE
-    if (n == 0 && r.length > 0) || n < r.minimum_count as usize {
+    if (n == 0 && len > 0) || n < minimum as usize {
         return Err(NtStatus::END_OF_FILE);
     }
-    set_data_len(ctx.out, head, n as u32);
+    set_data_len(out, head, n as u32);
     if n > 0 {
-        if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
-            o.position = r.offset + n as u64;
+        if let Some(o) = st.opens.get_mut(&volatile) {
+            o.position = offset + n as u64;
         }
+    } else {
+        out.u8(0);
     }
-    if n == 0 {
-        ctx.out.u8(0);
-    }
-    Ok(NtStatus::SUCCESS)
+    Ok(())
+}
+
+/// The final answer of a READ done on the pool: `n` bytes read into `job.out`.
+pub(crate) fn job_done(st: &mut ConnState, mut job: ReadJob, n: usize) -> (HResult, Vec<u8>) {
+    let r = read_done(st, &mut job.out, job.head, (job.len, job.minimum), job.offset, job.volatile, n);
+    (r.map(|()| NtStatus::SUCCESS), job.out)
 }

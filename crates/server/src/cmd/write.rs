@@ -4,7 +4,9 @@
 
 use crate::cmd::create::WRITE_ACCESS;
 use crate::cmd::lock::io_conflict;
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::job::Work;
+use bytes::Bytes;
 use crate::open::{access, OpenKind};
 use crate::oplock;
 use smbq_wire::create::options;
@@ -14,6 +16,11 @@ use smbq_wire::NtStatus;
 /// The largest file NTFS allows (16 TiB - 64 KiB); Windows fails writes
 /// that would end past it with INVALID_PARAMETER.
 const MAX_FILE_SIZE: u64 = 0xFFF_FFFF_0000;
+
+/// A WRITE this large goes to the pool (as does any write-through one);
+/// a smaller one is written inline: buffered writes to the page cache
+/// rarely wait, and this kernel's ext4 offers no RWF_NOWAIT to tell.
+const POOL_WRITE: u32 = 1 << 20;
 
 /// Whether `offset..offset + len` lies within the signed 64-bit file
 /// offsets (MS-FSA 2.1.5.2 and 2.1.5.3 fail negative offsets).
@@ -86,6 +93,23 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             let server = &ctx.conn.server;
             server.send_breaks(&oplock::contend_level2(e, owner, ctx.now, server.break_timeout()));
         }
+    }
+    if ctx.may_defer && (write_through || len >= POOL_WRITE) {
+        // The data goes with the job: the chunks as they came, the part
+        // inside the message copied.
+        let mut owned = Vec::with_capacity(1 + req.tail.len());
+        let mut left = len as usize;
+        for piece in std::iter::once(Bytes::copy_from_slice(r.data)).chain(req.tail.iter().cloned()) {
+            let piece = piece.slice(..piece.len().min(left));
+            left -= piece.len();
+            if !piece.is_empty() {
+                owned.push(piece);
+            }
+        }
+        let file = h.object();
+        let id = ctx.conn.job(file, Work::Write { data: owned, offset, sync: write_through });
+        ctx.go_async = Some(AsyncWork::Job(id));
+        return Ok(NtStatus::PENDING);
     }
     h.write_vectored_at(&data, offset).map_err(NtStatus::from)?;
     if write_through {
