@@ -25,10 +25,10 @@ use smbq_server::{Connection, Server, TransportInfo};
 use smbq_udp::StreamChunks;
 use smbq_wire::framing::{frame_len, FrameError};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info};
 
@@ -207,7 +207,10 @@ pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where framed responses go.
 pub(crate) enum FrameWriter {
-    Tcp(tokio::net::tcp::OwnedWriteHalf),
+    /// Shared with the engine, which sends on it itself while nothing
+    /// waits here (see [`Direct`]); the last one to drop it ends the
+    /// sending side.
+    Tcp(Arc<tokio::net::tcp::OwnedWriteHalf>),
     /// QUIC takes each frame as `Bytes` without another copy.
     Quic(quinn::SendStream),
 }
@@ -215,19 +218,62 @@ pub(crate) enum FrameWriter {
 impl FrameWriter {
     async fn send(&mut self, frame: Vec<u8>) -> std::io::Result<()> {
         match self {
-            FrameWriter::Tcp(w) => w.write_all(&frame).await,
+            FrameWriter::Tcp(w) => {
+                let mut done = 0;
+                while done < frame.len() {
+                    w.writable().await?;
+                    match w.try_write(&frame[done..]) {
+                        Ok(n) => done += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
             FrameWriter::Quic(s) => s.write_chunk(Bytes::from(frame)).await.map_err(std::io::Error::other),
         }
     }
 
     async fn finish(&mut self) {
+        if let FrameWriter::Quic(s) = self {
+            let _ = s.finish();
+        }
+    }
+
+    /// The engine's own way to the socket, where there is one.
+    fn direct(&self, queued: &Arc<AtomicUsize>) -> Option<Direct> {
         match self {
-            FrameWriter::Tcp(w) => {
-                let _ = w.shutdown().await;
+            FrameWriter::Tcp(w) => Some(Direct { socket: Arc::clone(w), queued: Arc::clone(queued) }),
+            FrameWriter::Quic(_) => None,
+        }
+    }
+}
+
+/// The engine writes an answer to the TCP socket itself when the writer
+/// task has nothing queued and the socket takes it whole: a hand-off (a
+/// thread wake-up) less per answer. Otherwise it queues it (and what is
+/// left of it) for the writer, which keeps the order and the send timeout.
+struct Direct {
+    socket: Arc<tokio::net::tcp::OwnedWriteHalf>,
+    /// Frames handed to the writer and not yet sent.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Direct {
+    /// Send what the socket takes now; what is left for the writer (None
+    /// when all went). An error ends the connection.
+    fn try_send(&self, mut frame: Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+        if self.queued.load(Ordering::Acquire) > 0 {
+            return Ok(Some(frame));
+        }
+        match self.socket.try_write(&frame) {
+            Ok(n) if n == frame.len() => Ok(None),
+            Ok(n) => {
+                frame.drain(..n);
+                Ok(Some(frame))
             }
-            FrameWriter::Quic(s) => {
-                let _ = s.finish();
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(Some(frame)),
+            Err(e) => Err(e),
         }
     }
 }
@@ -264,9 +310,13 @@ pub(crate) async fn serve_framed(
     let (in_tx, in_rx) = mpsc::channel::<Frame>(QUEUE);
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
     let reader = tokio::spawn(rd.run(in_tx, Arc::clone(&adm), peer));
+    let queued = Arc::new(AtomicUsize::new(0));
+    let direct = wr.direct(&queued);
     let mut writer = tokio::spawn(async move {
         while let Some(frame) = out_rx.recv().await {
-            match tokio::time::timeout(send_timeout, wr.send(frame)).await {
+            let sent = tokio::time::timeout(send_timeout, wr.send(frame)).await;
+            queued.fetch_sub(1, Ordering::Release);
+            match sent {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     debug!(?peer, error = %e, "send failed");
@@ -280,7 +330,7 @@ pub(crate) async fn serve_framed(
         }
         wr.finish().await;
     });
-    let mut engine = tokio::spawn(run_engine(server, info, in_rx, out_tx, adm, on_logon));
+    let mut engine = tokio::spawn(run_engine(server, info, in_rx, (out_tx, direct), adm, on_logon));
     // Whichever side ends first ends the connection: stopping the reader
     // closes the engine's input, and a finished engine closes the writer's.
     tokio::select! {
@@ -310,6 +360,7 @@ struct Engine {
     conn: Connection,
     rx: mpsc::Receiver<Frame>,
     tx: mpsc::Sender<Vec<u8>>,
+    direct: Option<Direct>,
     adm: Arc<Admission>,
     on_logon: Option<Box<dyn FnOnce() + Send>>,
     notices: Arc<tokio::sync::Notify>,
@@ -375,8 +426,20 @@ impl Engine {
                 });
             }
             while let Some(out) = self.conn.poll_transmit() {
-                if self.tx.blocking_send(out).is_err() {
-                    return Some("peer stopped reading".to_string());
+                let left = match &self.direct {
+                    Some(d) => match d.try_send(out) {
+                        Ok(left) => left,
+                        Err(e) => return Some(format!("send failed: {e}")),
+                    },
+                    None => Some(out),
+                };
+                if let Some(out) = left {
+                    if let Some(d) = &self.direct {
+                        d.queued.fetch_add(1, Ordering::AcqRel);
+                    }
+                    if self.tx.blocking_send(out).is_err() {
+                        return Some("peer stopped reading".to_string());
+                    }
                 }
             }
             if let Err(e) = result {
@@ -399,7 +462,7 @@ async fn run_engine(
     server: Arc<Server>,
     info: TransportInfo,
     rx: mpsc::Receiver<Frame>,
-    tx: mpsc::Sender<Vec<u8>>,
+    (tx, direct): (mpsc::Sender<Vec<u8>>, Option<Direct>),
     adm: Arc<Admission>,
     on_logon: Box<dyn FnOnce() + Send>,
 ) {
@@ -411,7 +474,7 @@ async fn run_engine(
     let n = Arc::clone(&notices);
     conn.set_waker(Arc::new(move || n.notify_one()));
     let (done_tx, done_rx) = mpsc::unbounded_channel();
-    let mut engine = Engine { conn, rx, tx, adm, on_logon: Some(on_logon), notices, done_tx, done_rx };
+    let mut engine = Engine { conn, rx, tx, direct, adm, on_logon: Some(on_logon), notices, done_tx, done_rx };
     let rt = tokio::runtime::Handle::current();
     let reason = loop {
         let ev = engine.next().await;

@@ -42,7 +42,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>) {
     let local = stream.local_addr().ok();
     let (rd, wr) = stream.into_split();
     let info = TransportInfo { kind: TransportKind::Tcp, peer: Some(peer), local, secure: false };
-    serve_framed(FrameReader::Tcp(rd), FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT, Box::new(|| {})).await;
+    serve_framed(FrameReader::Tcp(rd), FrameWriter::Tcp(Arc::new(wr)), info, server, SEND_TIMEOUT, Box::new(|| {})).await;
 }
 
 /// A peer that vanishes without a FIN (a laptop that sleeps or roams, a
