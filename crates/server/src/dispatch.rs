@@ -768,7 +768,7 @@ pub(crate) fn job_done(c: &mut Connection, done: crate::job::JobDone) {
 /// Interim responses (MS-SMB2 3.3.4.2) for jobs not done in time.
 pub(crate) fn send_interims(c: &mut Connection, now: Instant) {
     for i in 0..c.pending.len() {
-        if !c.pending[i].interim_at.is_some_and(|t| now >= t) {
+        if c.pending[i].interim_at.is_none_or(|t| now < t) {
             continue;
         }
         let mut p = c.pending.remove(i);

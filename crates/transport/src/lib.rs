@@ -26,6 +26,7 @@ use smbq_udp::StreamChunks;
 use smbq_wire::framing::{frame_len, FrameError};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -392,6 +393,26 @@ impl Engine {
         }
     }
 
+    /// An event that is there already, taken without waiting (and without
+    /// a timer): while a connection is busy most are.
+    fn ready(&mut self) -> Option<Event> {
+        if let Ok(d) = self.done_rx.try_recv() {
+            return Some(Event::Job(d));
+        }
+        let notified = std::pin::pin!(self.notices.notified());
+        if notified.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())).is_ready() {
+            return Some(Event::Notice);
+        }
+        match self.rx.try_recv() {
+            Ok(f) => Some(Event::Frame(Some(f))),
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(Event::Frame(None)),
+            // A timer that is due (one that stays due cannot hold up the rest).
+            Err(mpsc::error::TryRecvError::Empty) => {
+                self.conn.poll_timeout().is_some_and(|d| d <= Instant::now()).then_some(Event::Timeout)
+            }
+        }
+    }
+
     /// Handle `ev` and what follows it within [`BUSY_LINGER`], on this
     /// (blocking) thread; `Some(reason)` when the connection ends.
     fn work(&mut self, mut ev: Event, rt: &tokio::runtime::Handle) -> Option<String> {
@@ -445,7 +466,10 @@ impl Engine {
             if let Err(e) = result {
                 return Some(e.to_string());
             }
-            ev = rt.block_on(async { tokio::time::timeout(BUSY_LINGER, self.next()).await }).ok()?;
+            ev = match self.ready() {
+                Some(ev) => ev,
+                None => rt.block_on(async { tokio::time::timeout(BUSY_LINGER, self.next()).await }).ok()?,
+            };
         }
     }
 }
