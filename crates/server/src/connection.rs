@@ -111,8 +111,8 @@ impl ConnState {
 
     /// Forget a session: close its opens and trees (LOGOFF, a failed
     /// logon).
-    pub fn end_session(&mut self, sid: u64) {
-        crate::cmd::close::close_where(self, |o| o.session_id == sid);
+    pub fn end_session(&mut self, sid: u64, now: Instant) {
+        crate::cmd::close::close_where(self, now, |o| o.session_id == sid);
         self.forget_session(sid);
     }
 
@@ -124,7 +124,7 @@ impl ConnState {
         for v in ids {
             let Some(open) = self.opens.remove(&v) else { continue };
             if let Some(open) = self.server.park(open, now) {
-                crate::cmd::close::release(&self.server, open);
+                crate::cmd::close::release(&self.server, open, now);
             }
         }
     }

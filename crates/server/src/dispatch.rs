@@ -310,7 +310,7 @@ pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<
     }
     let gone: Vec<u64> = c.st.sessions.iter().filter(|(_, s)| matches!(s.state, SessionState::LoggedOff)).map(|(&id, _)| id).collect();
     for sid in gone {
-        c.st.end_session(sid);
+        c.st.end_session(sid, now);
     }
     Ok(())
 }

@@ -193,7 +193,7 @@ impl Server {
             ids.iter().filter_map(|k| t.parked.remove(k)).collect()
         };
         for p in gone {
-            crate::cmd::close::release(self, p.open);
+            crate::cmd::close::release(self, p.open, now);
         }
     }
 }

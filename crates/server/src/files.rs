@@ -136,6 +136,14 @@ impl FileTable {
         self.files.entry(key).or_default()
     }
 
+    /// The parent lease key the open `owner` of file `key` made its lease
+    /// with, as the lease it names: (its ClientGuid, ParentLeaseKey).
+    pub fn parent_lease(&mut self, key: u64, owner: OpenOwner) -> Option<LeaseId> {
+        let e = self.files.get_mut(&key)?;
+        let id = e.opens.iter().find(|o| o.owner == owner)?.lease?;
+        e.lease_mut(&id)?.parent.map(|p| (id.0, p))
+    }
+
     /// Drop an open and its locks; returns whether it was the last open
     /// (the entry is then removed) and the connections to wake.
     pub fn remove_open(&mut self, key: u64, owner: OpenOwner) -> (bool, Vec<u64>) {

@@ -48,6 +48,9 @@ pub struct Open {
     /// go): the one it was made on, another channel of its session when
     /// that one goes, [`crate::durable::DISCONNECTED`] while parked.
     pub home: u64,
+    /// Data was written through it: its close changes its directory
+    /// (directory leases break then).
+    pub written: bool,
 }
 
 impl Open {

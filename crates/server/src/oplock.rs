@@ -206,18 +206,24 @@ fn break_lease(l: &mut crate::files::Lease, holder: Option<OpenOwner>, to: u8, d
     Some(Break::Lease { connection: h.connection, key: l.id.1, epoch: l.epoch, from, to, ack })
 }
 
-/// A rename of the file by an open under lease `own` (or none) takes the
-/// handle caching of every other lease on it (MS-FSA 2.1.5.14.11), with
-/// the acknowledgment such a break needs; nothing waits for it.
-pub fn break_handle_leases(entry: &mut FileEntry, own: Option<&LeaseId>, now: Instant, timeout: Duration) -> Vec<Break> {
+/// Take the caching `take` from every lease on the file but `spared`,
+/// with the acknowledgment such a break needs; nothing waits for it.
+/// - A rename of the file by an open under lease `spared` takes Handle
+///   (MS-FSA 2.1.5.14.11; smbtorture smb2.lease.v2_rename).
+/// - A change in a directory (an entry created, overwritten, deleted or
+///   renamed, a file in it closed after writing) takes everything from
+///   the directory's leases, but the one the change was made under as
+///   its parent lease key by the same client (MS-SMB2 3.3.5.9.11,
+///   2.2.13.2.10 ParentLeaseKey; smbtorture smb2.lease.v2_request).
+pub fn break_leases(entry: &mut FileEntry, spared: Option<&LeaseId>, take: u8, now: Instant, timeout: Duration) -> Vec<Break> {
     let holders = entry.lease_holders();
     let mut breaks = Vec::new();
     for (id, holder) in holders {
-        if Some(&id) == own {
+        if Some(&id) == spared {
             continue;
         }
-        let Some(l) = entry.lease_mut(&id).filter(|l| l.state & HANDLE != 0 && l.breaking.is_none()) else { continue };
-        let to = l.state & !HANDLE;
+        let Some(l) = entry.lease_mut(&id).filter(|l| l.state & take != 0 && l.breaking.is_none()) else { continue };
+        let to = l.state & !take;
         breaks.extend(break_lease(l, holder, to, now + timeout));
     }
     breaks
@@ -257,13 +263,18 @@ fn write_denied(entry: &FileEntry, own: Option<&LeaseId>) -> bool {
 }
 
 /// The caching a new open under lease `own` gets (MS-SMB2 3.3.5.9.8 and
-/// 3.3.5.9.11, as Samba grants it), given the file's other opens: no
-/// directory leases; Write only for the sole opener; no Read or Handle
-/// on a file with byte-range locks; no Handle beside an oplock; Write
-/// without Read, and Write and Handle alone, are not granted.
+/// 3.3.5.9.11, as Samba grants it), given the file's other opens: on a
+/// directory Read and Handle at most (a directory lease, with Read);
+/// Write only for the sole opener; no Read or Handle on a file with
+/// byte-range locks; no Handle beside an oplock; Write without Read,
+/// and Write and Handle alone, are not granted.
 pub fn grant_lease(entry: &FileEntry, own: &LeaseId, requested: u8, directory: bool, overwritten: bool) -> u8 {
     let mut granted = requested & (READ | WRITE | HANDLE);
-    if directory || granted & (READ | WRITE) == 0 || granted == WRITE || granted == WRITE | HANDLE {
+    if directory {
+        granted &= READ | HANDLE;
+        return if granted & READ == 0 { 0 } else { granted };
+    }
+    if granted & (READ | WRITE) == 0 || granted == WRITE || granted == WRITE | HANDLE {
         return 0;
     }
     if !overwritten && !entry.locks.is_empty() {
@@ -491,9 +502,16 @@ mod tests {
         assert_eq!(acknowledge_lease(&mut e, &own, READ | HANDLE), Ok(READ | HANDLE));
         assert_eq!(acknowledge_lease(&mut e, &own, READ), Err(smbq_wire::NtStatus::UNSUCCESSFUL));
         // A rename by another open takes Handle away.
-        let b = break_handle_leases(&mut e, None, now, T);
+        let b = break_leases(&mut e, None, HANDLE, now, T);
         assert_eq!(b.len(), 1);
         assert!(matches!(b[0], Break::Lease { to: READ, ack: true, .. }));
+        // A change in a directory breaks its leases to none, but the
+        // one named as the parent lease key of the change.
+        let (_, dir_lease) = leased(1, 1, READ | HANDLE);
+        let (_, spared) = leased(1, 2, READ | HANDLE);
+        let mut dir = FileEntry { opens: vec![leased(1, 1, 0).0, leased(2, 2, 0).0], leases: vec![dir_lease, spared.clone()], ..FileEntry::default() };
+        let b = break_leases(&mut dir, Some(&spared.id), READ | HANDLE | WRITE, now, T);
+        assert_eq!(b, vec![Break::Lease { connection: 1, key: [1; 16], epoch: 2, from: READ | HANDLE, to: 0, ack: true }]);
     }
 
     #[test]
@@ -503,7 +521,10 @@ mod tests {
         assert_eq!(grant_lease(&e, &own, READ | WRITE | HANDLE, false, false), READ | WRITE | HANDLE);
         assert_eq!(grant_lease(&e, &own, WRITE, false, false), 0, "write alone is not granted");
         assert_eq!(grant_lease(&e, &own, WRITE | HANDLE, false, false), 0);
-        assert_eq!(grant_lease(&e, &own, READ | HANDLE, true, false), 0, "no directory leases");
+        // Directory leases: Read and Handle at most, and never without Read.
+        assert_eq!(grant_lease(&e, &own, READ | WRITE | HANDLE, true, false), READ | HANDLE);
+        assert_eq!(grant_lease(&e, &own, READ, true, false), READ);
+        assert_eq!(grant_lease(&e, &own, HANDLE, true, false), 0);
         // Another open: no write caching; an oplock holder: no handle caching.
         let mut other = FileEntry { opens: vec![holder(9, level::II)], ..FileEntry::default() };
         assert_eq!(grant_lease(&other, &own, READ | WRITE | HANDLE, false, false), READ);

@@ -239,6 +239,24 @@ impl Server {
     }
 
     /// Send oplock and lease breaks to the connections that hold them.
+    /// Something in the directory holding `path` changed: its leases break
+    /// to none, but `spared` (client, ParentLeaseKey of the change; see
+    /// [`crate::oplock::break_leases`]).
+    pub(crate) fn dir_changed(&self, fs: &dyn FileSystem, path: &str, spared: Option<crate::files::LeaseId>, now: std::time::Instant) {
+        if self.lock_files().leases.is_empty() {
+            return;
+        }
+        let parent = path.rsplit_once('\\').map_or("", |(d, _)| d);
+        let Ok(st) = fs.stat_path(parent) else { return };
+        let breaks = {
+            let mut files = self.lock_files();
+            let Some(e) = files.files.get_mut(&st.file_id) else { return };
+            let all = crate::oplock::READ | crate::oplock::HANDLE | crate::oplock::WRITE;
+            crate::oplock::break_leases(e, spared.as_ref(), all, now, self.break_timeout())
+        };
+        self.send_breaks(&breaks);
+    }
+
     pub fn send_breaks(&self, breaks: &[crate::oplock::Break]) {
         use crate::oplock::Break;
         for &b in breaks {

@@ -6,6 +6,7 @@ use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{Open, OpenKind};
 use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
 use smbq_wire::NtStatus;
+use std::time::Instant;
 
 /// Handle an SMB2 CLOSE (MS-SMB2 3.3.5.10).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
@@ -34,26 +35,28 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             file_attributes: m.attributes,
         };
     }
-    close_open(ctx.conn, fid.volatile);
+    close_open(ctx.conn, fid.volatile, ctx.now);
     resp.encode(ctx.out);
     Ok(NtStatus::SUCCESS)
 }
 
 /// Forget an open: release it from the global file table and, when it was
 /// the last open of a file marked delete-on-close, delete the file.
-pub fn close_open(st: &mut ConnState, volatile: u64) -> Option<Open> {
+pub fn close_open(st: &mut ConnState, volatile: u64, now: Instant) -> Option<Open> {
     let open = st.opens.remove(&volatile)?;
-    Some(release(&st.server, open))
+    Some(release(&st.server, open, now))
 }
 
 /// Release `open` from the file table (its
 /// share mode, oplock and locks), wake whoever waits on the file, and
 /// delete the file if it was marked delete-on-close and this was its
-/// last open.
-pub fn release(server: &crate::server::Server, open: Open) -> Open {
+/// last open. A deletion, or the close of an open that wrote, changes the
+/// directory: its leases break.
+pub fn release(server: &crate::server::Server, open: Open, now: Instant) -> Open {
     if open.file_key != 0 {
         let owner = open.owner();
         let mut files = server.lock_files();
+        let spared = files.parent_lease(open.file_key, owner);
         let entry = files.entry(open.file_key);
         if open.delete_on_close {
             entry.delete_pending = true;
@@ -64,19 +67,25 @@ pub fn release(server: &crate::server::Server, open: Open) -> Open {
         let (last, waiters) = files.remove_open(open.file_key, owner);
         drop(files);
         server.wake(&waiters);
-        if let (true, true, Some(fs), OpenKind::File(h)) = (last, delete, open.share.fs(), &open.kind) {
-            if let Err(e) = fs.unlink(&path, h.is_dir) {
-                tracing::debug!(%path, error = %e, "delete on close failed");
+        let Some(fs) = open.share.fs() else { return open };
+        let mut changed = open.written;
+        if let (true, true, OpenKind::File(h)) = (last, delete, &open.kind) {
+            match fs.unlink(&path, h.is_dir) {
+                Ok(()) => changed = true,
+                Err(e) => tracing::debug!(%path, error = %e, "delete on close failed"),
             }
+        }
+        if changed {
+            server.dir_changed(fs, &path, spared, now);
         }
     }
     open
 }
 
 /// Close every open matching `pred` (tree disconnect, logoff).
-pub fn close_where(st: &mut ConnState, pred: impl Fn(&Open) -> bool) {
+pub fn close_where(st: &mut ConnState, now: Instant, pred: impl Fn(&Open) -> bool) {
     let ids: Vec<u64> = st.opens.iter().filter(|(_, o)| pred(o)).map(|(k, _)| *k).collect();
     for v in ids {
-        close_open(st, v);
+        close_open(st, v, now);
     }
 }

@@ -295,14 +295,14 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
     if let Some(status) = refusal {
         // Not this request's open: leave it parked for its owner.
         if let Some(open) = server.park(open, ctx.now) {
-            crate::cmd::close::release(&server, open);
+            crate::cmd::close::release(&server, open, ctx.now);
         }
         return Err(status);
     }
     let st = match open.handle().map(|h| h.stat()) {
         Some(Ok(st)) => st,
         _ => {
-            crate::cmd::close::release(&server, open);
+            crate::cmd::close::release(&server, open, ctx.now);
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
         }
     };
@@ -364,6 +364,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         lease: None,
         replay: None,
         home: ctx.conn.id,
+        written: false,
     };
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);
@@ -466,7 +467,8 @@ fn lease_request(ctx: &Ctx<'_>, r: &CreateRequest<'_>) -> Result<Option<LeaseCon
 /// Grant the lease of a new open (or join the open to its existing
 /// lease, which may grow), returning its response context.
 fn grant_lease(entry: &mut crate::files::FileEntry, id: LeaseId, req: &LeaseContext, directory: bool, overwritten: bool) -> LeaseContext {
-    let want = (req.state & 0x7) as u8;
+    // What a directory can be granted at most is what is asked of it.
+    let want = (req.state & 0x7) as u8 & if directory { oplock::READ | oplock::HANDLE } else { 0x7 };
     let granted = oplock::grant_lease(entry, &id, want, directory, overwritten);
     let lease = match entry.lease_mut(&id) {
         Some(l) => {
@@ -489,19 +491,25 @@ fn grant_lease(entry: &mut crate::files::FileEntry, id: LeaseId, req: &LeaseCont
                 breaking: None,
                 v2: req.v2.is_some(),
                 epoch: req.v2.map_or(0, |(_, e)| e.wrapping_add(1)),
-                parent: None,
+                parent: parent_key(req),
             };
             entry.leases.push(l.clone());
             l
         }
     };
-    LeaseContext {
-        key: id.1,
-        state: u32::from(lease.state),
-        flags: if lease.breaking.is_some() { lease::FLAG_BREAK_IN_PROGRESS } else { 0 },
-        // No directory leases here, so never a parent key (2.2.14.2.11).
-        v2: lease.v2.then_some(([0; 16], lease.epoch)),
+    let mut flags = if lease.breaking.is_some() { lease::FLAG_BREAK_IN_PROGRESS } else { 0 };
+    if lease.parent.is_some() {
+        flags |= lease::FLAG_PARENT_LEASE_KEY_SET;
     }
+    LeaseContext { key: id.1, state: u32::from(lease.state), flags, v2: lease.v2.then_some((lease.parent.unwrap_or_default(), lease.epoch)) }
+}
+
+//= MS-SMB2 3.3.5.9.11
+//# [with directory leasing,] if SMB2_LEASE_FLAG_PARENT_LEASE_KEY_SET is
+//# set, the server MUST set Lease.ParentLeaseKey to ParentLeaseKey
+/// The directory lease key a version 2 lease request names, if any.
+fn parent_key(req: &LeaseContext) -> Option<[u8; 16]> {
+    req.v2.filter(|_| req.flags & lease::FLAG_PARENT_LEASE_KEY_SET != 0).map(|(p, _)| p)
 }
 
 /// A CREATE waiting for oplock break acknowledgments (MS-SMB2 3.3.4.2):
@@ -692,8 +700,10 @@ fn open_file(
     let existed = existing.is_some();
     let owner = OpenOwner { connection: ctx.conn.id, volatile: fid.volatile };
     let (level, lease_ctx) = match (lease_req, lease_id) {
-        // No directory leases here (Samba's default): no lease, no context.
-        (Some(req), Some(id)) if !st.is_dir => {
+        // Directory leases for version 2 lease requests (SMB 3.x, which
+        // offers SMB2_GLOBAL_CAP_DIRECTORY_LEASING); otherwise a directory
+        // gets no lease and no context.
+        (Some(req), Some(id)) if !st.is_dir || req.v2.is_some() => {
             let l = grant_lease(entry, id, &req, st.is_dir, overwritten);
             entry.opens.push(OpenRef { lease: Some(id), ..OpenRef::new(owner, granted, r.share_access) });
             files.leases.insert(id, st.file_id);
@@ -730,6 +740,11 @@ fn open_file(
         contexts.push((if d.v2 { ctx_name::DURABLE_REQUEST_V2 } else { ctx_name::DURABLE_REQUEST }, data.to_vec()));
     }
     let path = h.path.clone();
+    if overwritten {
+        // A new or overwritten entry changes its directory.
+        let spared = lease_req.as_ref().and_then(parent_key).map(|p| (client, p));
+        server.dir_changed(fs, &path, spared, ctx.now);
+    }
     insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, st.file_id);
     if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
         o.lease = lease_id.map(|id| id.1);

@@ -507,6 +507,7 @@ pub(crate) mod harness {
                 lease: None,
                 replay: None,
                 home: self.conn.st.id,
+                written: false,
             };
             self.conn.st.opens.insert(v, open);
             file_id

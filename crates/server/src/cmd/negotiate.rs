@@ -91,6 +91,9 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     //= MS-SMB2 3.3.5.4: multichannel for a 3.x client that asks for it
     //= (as Samba's "server multi channel support" does).
+    if dialect.is_smb3() {
+        capabilities |= caps::DIRECTORY_LEASING;
+    }
     if dialect.is_smb3() && r.capabilities & caps::MULTI_CHANNEL != 0 {
         capabilities |= caps::MULTI_CHANNEL;
     }

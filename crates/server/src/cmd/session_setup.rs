@@ -71,13 +71,13 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             //= MS-SMB2 3.3.5.5.3: a failed re-authentication ends the
             //= session; it goes once its error response is signed with
             //= its key (dispatch drops logged-off sessions after sending).
-            super::close::close_where(ctx.conn, |o| o.session_id == sid);
+            super::close::close_where(ctx.conn, ctx.now, |o| o.session_id == sid);
             if let Some(s) = ctx.conn.sessions.get_mut(&sid) {
                 s.trees.clear();
                 s.state = SessionState::LoggedOff;
             }
         } else {
-            ctx.conn.end_session(sid);
+            ctx.conn.end_session(sid, ctx.now);
         }
         if status == NtStatus::LOGON_FAILURE && limits.failed_logon_delay_ms > 0 {
             ctx.conn.delay_until = Some(ctx.now + Duration::from_millis(limits.failed_logon_delay_ms));

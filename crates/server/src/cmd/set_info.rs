@@ -207,8 +207,8 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
     // DELETE and sharing read and write: it fails while another open of
     // the source or target parent holds DELETE, or data access without
     // sharing delete (smbtorture smb2.rename.*delete_access).
+    let parent = |p: &str| p.rsplit_once('\\').map_or(String::new(), |(d, _)| d.to_string());
     {
-        let parent = |p: &str| p.rsplit_once('\\').map_or(String::new(), |(d, _)| d.to_string());
         let mut parents = vec![parent(&from)];
         if parent(target) != parents[0] {
             parents.push(parent(target));
@@ -240,6 +240,7 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
         }
     }
     let own_lease = open.lease.map(|k| (conn.client_guid(), k));
+    let owner = open.owner();
     fs.rename(&from, target, ri.replace_if_exists).map_err(NtStatus::from)?;
     {
         // Every connection's opens of the moved file now name it by
@@ -249,8 +250,15 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
         let mut files = server.lock_files();
         let entry = files.entry(key);
         entry.path = target.to_string();
-        let breaks = crate::oplock::break_handle_leases(entry, own_lease.as_ref(), ctx.now, server.break_timeout());
+        let breaks = crate::oplock::break_leases(entry, own_lease.as_ref(), crate::oplock::HANDLE, ctx.now, server.break_timeout());
+        let spared = files.parent_lease(key, owner);
+        drop(files);
         server.send_breaks(&breaks);
+        // Both directories changed.
+        server.dir_changed(fs, &from, spared, ctx.now);
+        if parent(&from) != parent(target) {
+            server.dir_changed(fs, target, spared, ctx.now);
+        }
     }
     // Keep the paths of this connection's opens of the moved object current.
     for o in conn.opens.values_mut().filter(|o| Arc::ptr_eq(&o.share, &share)) {

@@ -7,7 +7,7 @@ use smbq_wire::NtStatus;
 
 pub fn handle(ctx: &mut Ctx<'_>, _req: &Req<'_>) -> HResult {
     let (sid, tid) = (ctx.session_id, ctx.tree_id);
-    super::close::close_where(ctx.conn, |o| o.session_id == sid && o.tree_id == tid);
+    super::close::close_where(ctx.conn, ctx.now, |o| o.session_id == sid && o.tree_id == tid);
     ctx.session()?.trees.remove(&tid);
     encode_empty(ctx.out);
     Ok(NtStatus::SUCCESS)

@@ -59,6 +59,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let owner = open.owner();
+    open.written = true;
     let (file_key, granted) = (open.file_key, open.access);
     let write_through = r.flags & WRITE_THROUGH != 0 || open.create_options & options::WRITE_THROUGH != 0;
     let h = match &mut open.kind {
