@@ -699,11 +699,12 @@ fn open_file(
     let overwritten = action != CreateAction::Opened;
     let existed = existing.is_some();
     let owner = OpenOwner { connection: ctx.conn.id, volatile: fid.volatile };
+    let dir_leasing = ctx.conn.neg.as_ref().is_some_and(|n| n.server_capabilities & smbq_wire::negotiate::caps::DIRECTORY_LEASING != 0);
     let (level, lease_ctx) = match (lease_req, lease_id) {
-        // Directory leases for version 2 lease requests (SMB 3.x, which
-        // offers SMB2_GLOBAL_CAP_DIRECTORY_LEASING); otherwise a directory
-        // gets no lease and no context.
-        (Some(req), Some(id)) if !st.is_dir || req.v2.is_some() => {
+        // Directory leases for version 2 lease requests on a connection
+        // that has SMB2_GLOBAL_CAP_DIRECTORY_LEASING; otherwise a
+        // directory gets no lease and no context.
+        (Some(req), Some(id)) if !st.is_dir || (req.v2.is_some() && dir_leasing) => {
             let l = grant_lease(entry, id, &req, st.is_dir, overwritten);
             entry.opens.push(OpenRef { lease: Some(id), ..OpenRef::new(owner, granted, r.share_access) });
             files.leases.insert(id, st.file_id);

@@ -89,9 +89,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     if dialect != Dialect::SMB202 {
         capabilities |= caps::LARGE_MTU | caps::LEASING;
     }
-    //= MS-SMB2 3.3.5.4: multichannel for a 3.x client that asks for it
-    //= (as Samba's "server multi channel support" does).
-    if dialect.is_smb3() {
+    //= MS-SMB2 3.3.5.4: directory leasing and multichannel for a 3.x
+    //= client that asks for them, as Samba offers them (a client that
+    //= does not ask may not handle them: impacket 0.13 fails every CREATE
+    //= on a connection that has directory leasing).
+    if dialect.is_smb3() && r.capabilities & caps::DIRECTORY_LEASING != 0 {
         capabilities |= caps::DIRECTORY_LEASING;
     }
     if dialect.is_smb3() && r.capabilities & caps::MULTI_CHANNEL != 0 {
