@@ -463,6 +463,11 @@ pub(crate) fn verify_v2(
     if temp.len() < CLIENT_CHALLENGE_HEADER {
         return Err(AuthError::LogonFailure);
     }
+    // MS-NLMP 2.2.2.7: the client challenge ends in AV_PAIRs. Ones that
+    // do not parse make the message malformed, whatever the proof says
+    // (INVALID_PARAMETER, as Samba answers: smbtorture
+    // smb2.session.ntlmssp_bug14932).
+    let pairs = parse_av_pairs(temp.get(CLIENT_CHALLENGE_HEADER..).unwrap_or(&[]))?;
     let ntowf = domains
         .iter()
         .map(|d| ntowf_v2(nt_hash, &auth.user, d))
@@ -480,7 +485,6 @@ pub(crate) fn verify_v2(
     } else {
         key_exchange_key
     };
-    let pairs = parse_av_pairs(temp.get(CLIENT_CHALLENGE_HEADER..).unwrap_or(&[]))?;
     let av_flags = pairs
         .iter()
         .find(|(id, _)| *id == AV_FLAGS)
@@ -590,6 +594,13 @@ mod tests {
         assert!(fail(&nt_hash("password"), "Domain", &SERVER_CHALLENGE));
         assert!(fail(&nt_hash(PASSWORD), "DOMAIN", &SERVER_CHALLENGE));
         assert!(fail(&nt_hash(PASSWORD), "Domain", &[0; 8]));
+        // A client challenge whose AV_PAIRs run past its end is malformed
+        // before any proof is checked (smbtorture smb2.session.ntlmssp_bug14932).
+        let mut nt = a.nt[..16 + CLIENT_CHALLENGE_HEADER].to_vec();
+        nt.extend_from_slice(&[0x11, 0xa2, 0x08, 0x81, 0x50]);
+        let bad = Authenticate { nt: &nt, ..a };
+        let r = verify_v2(&msg, &bad, &nt_hash(PASSWORD), &["Domain"], &SERVER_CHALLENGE, &[], &[]);
+        assert!(matches!(r, Err(AuthError::Malformed(_))), "{:?}", r.err());
     }
 
     #[test]
