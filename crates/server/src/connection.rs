@@ -513,7 +513,7 @@ impl Drop for Connection {
         for (sid, next) in moved {
             let (adopt, keep): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
                 .into_iter()
-                .partition(|p| p.session_id == sid && matches!(p.work, AsyncWork::Create(_)));
+                .partition(|p| p.session_id == sid && p.command == smbq_wire::Command::CREATE.0 && matches!(p.work, AsyncWork::Deferred(_)));
             self.pending = keep;
             if !adopt.is_empty() {
                 self.st.server.adopt(next, adopt);

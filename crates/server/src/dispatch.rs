@@ -42,8 +42,8 @@ pub type HResult = Result<NtStatus, NtStatus>;
 pub enum AsyncWork {
     Lock(cmd::lock::Blocked),
     Notify(cmd::change_notify::Watch),
-    /// A CREATE waiting for oplock breaks to be acknowledged.
-    Create(cmd::create::Deferred),
+    /// A CREATE or a rename waiting for breaks to be acknowledged.
+    Deferred(Deferred),
     /// File work on the transport's pool (its job id, [`crate::job`]).
     Job(u64),
 }
@@ -52,7 +52,7 @@ impl AsyncWork {
     /// When the work must be retried even if nothing wakes it.
     pub fn deadline(&self) -> Option<Instant> {
         match self {
-            AsyncWork::Create(d) => Some(d.deadline),
+            AsyncWork::Deferred(d) => Some(d.deadline),
             AsyncWork::Lock(_) | AsyncWork::Notify(_) | AsyncWork::Job(_) => None,
         }
     }
@@ -85,7 +85,39 @@ pub struct Ctx<'a> {
     pub disconnect: bool,
 }
 
+/// A request waiting for oplock or lease break acknowledgments (MS-SMB2
+/// 3.3.4.2): run again when they come (or whatever else wakes its
+/// connection) or at `deadline`.
+pub struct Deferred {
+    msg: Vec<u8>,
+    pub deadline: Instant,
+    since: Instant,
+}
+
 impl Ctx<'_> {
+    /// Defer this request (`msg`) until woken or `deadline`.
+    pub fn defer(&mut self, msg: &[u8], deadline: Instant) -> HResult {
+        let since = self.deferred_since.unwrap_or(self.now);
+        self.go_async = Some(AsyncWork::Deferred(Deferred { msg: msg.to_vec(), deadline, since }));
+        Ok(NtStatus::PENDING)
+    }
+
+    /// Run a deferred request again; `None` while it still waits.
+    fn retry(&mut self, d: &mut Deferred) -> Option<HResult> {
+        let msg = std::mem::take(&mut d.msg);
+        self.deferred_since = Some(d.since);
+        let hdr = self.hdr.clone();
+        let handler = TABLE.get(usize::from(hdr.command))?.handler;
+        let result = handler(self, &Req { hdr: &hdr, msg: &msg, tail: &[] });
+        match self.go_async.take() {
+            Some(AsyncWork::Deferred(next)) => {
+                *d = next;
+                None
+            }
+            _ => Some(result),
+        }
+    }
+
     /// Offset of the next byte written, relative to the response header.
     pub fn offset(&self) -> usize {
         self.out.len() - self.header_start
@@ -730,7 +762,7 @@ pub(crate) fn retry_pending(c: &mut Connection, now: Instant) {
         let done = match &mut p.work {
             AsyncWork::Lock(b) => cmd::lock::retry(&mut ctx, b),
             AsyncWork::Notify(w) => cmd::change_notify::retry(&mut ctx, w),
-            AsyncWork::Create(d) => cmd::create::retry(&mut ctx, d),
+            AsyncWork::Deferred(d) => ctx.retry(d),
             AsyncWork::Job(_) => None,
         };
         match done {

@@ -2,7 +2,7 @@
 //! file or directory on a disk share, or a named pipe on IPC$. Also the
 //! access-mask and share-mode rules the other file commands reuse.
 
-use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::dispatch::{Ctx, HResult, Req};
 use crate::files::{OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
 use crate::durable;
@@ -276,7 +276,7 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
             if server.open_elsewhere(rc.persistent, ctx.conn.id)
                 && ctx.now < ctx.deferred_since.unwrap_or(ctx.now) + RECONNECT_GRACE =>
         {
-            return defer(ctx, msg, ctx.now + RECONNECT_POLL);
+            return ctx.defer(msg, ctx.now + RECONNECT_POLL);
         }
         r => r?,
     };
@@ -512,36 +512,6 @@ fn parent_key(req: &LeaseContext) -> Option<[u8; 16]> {
     req.v2.filter(|_| req.flags & lease::FLAG_PARENT_LEASE_KEY_SET != 0).map(|(p, _)| p)
 }
 
-/// A CREATE waiting for oplock break acknowledgments (MS-SMB2 3.3.4.2):
-/// its request, run again when they come or at `deadline`.
-pub struct Deferred {
-    msg: Vec<u8>,
-    pub deadline: Instant,
-    since: Instant,
-}
-
-/// Defer this CREATE until woken or `deadline`.
-fn defer(ctx: &mut Ctx<'_>, msg: &[u8], deadline: Instant) -> HResult {
-    let since = ctx.deferred_since.unwrap_or(ctx.now);
-    ctx.go_async = Some(AsyncWork::Create(Deferred { msg: msg.to_vec(), deadline, since }));
-    Ok(NtStatus::PENDING)
-}
-
-/// Run a deferred CREATE again; `None` while it still waits.
-pub fn retry(ctx: &mut Ctx<'_>, d: &mut Deferred) -> Option<HResult> {
-    let msg = std::mem::take(&mut d.msg);
-    ctx.deferred_since = Some(d.since);
-    let hdr = ctx.hdr.clone();
-    let result = handle(ctx, &Req { hdr: &hdr, msg: &msg, tail: &[] });
-    match ctx.go_async.take() {
-        Some(AsyncWork::Create(next)) => {
-            *d = next;
-            None
-        }
-        _ => Some(result),
-    }
-}
-
 /// The NTFS quota index Windows clients open to manage quotas.
 const QUOTA_FAKE_FILE: &str = "$Extend\\$Quota:$Q:$INDEX_ALLOCATION";
 
@@ -640,7 +610,7 @@ fn open_file(
         check_existing(st, files.files.get(&st.file_id), r, granted)?;
         if let Some(entry) = files.files.get_mut(&st.file_id) {
             if let Some(deadline) = contend(ctx, entry, r, granted, lease_id.as_ref())? {
-                return defer(ctx, req_msg, deadline);
+                return ctx.defer(req_msg, deadline);
             }
         }
     }

@@ -48,6 +48,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     let fid = ctx.resolve(r.file_id)?;
     match r.info_type {
+        info_type::FILE if r.class == class::RENAME => {
+            if let Some(deadline) = rename(ctx, fid, r.buffer)? {
+                return ctx.defer(req.msg, deadline);
+            }
+        }
         info_type::FILE => file(ctx, fid, &r)?,
         // Security descriptors are fixed here; accept and ignore changes.
         info_type::SECURITY => {}
@@ -154,7 +159,6 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             ctx.conn.server.lock_files().entry(open.file_key).delete_pending = delete;
             Ok(())
         }
-        class::RENAME => rename(ctx, fid, buf),
         class::POSITION => {
             open.position = fscc::decode_u64(buf).map_err(short)?;
             Ok(())
@@ -179,7 +183,12 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
 }
 
 /// FileRenameInformation (MS-FSCC 2.4.37.2, MS-FSA 2.1.5.14.11).
-fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
+///
+/// A rename takes the handle caching of the file's other leases, and waits
+/// for their holders to acknowledge that (or for the break timeout) before
+/// it renames, as Samba does (smbtorture smb2.lease.rename_wait): `Some`
+/// of when it stops waiting.
+fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time::Instant>, NtStatus> {
     let ri = RenameInfo::decode(buf).map_err(short)?;
     let conn = &mut *ctx.conn;
     let open = conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
@@ -201,7 +210,7 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if from == target {
-        return Ok(());
+        return Ok(None);
     }
     // Windows renames through an open of the parent directory asking for
     // DELETE and sharing read and write: it fails while another open of
@@ -241,19 +250,30 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
     }
     let own_lease = open.lease.map(|k| (conn.client_guid(), k));
     let owner = open.owner();
-    fs.rename(&from, target, ri.replace_if_exists).map_err(NtStatus::from)?;
     {
-        // Every connection's opens of the moved file now name it by
-        // `target`; other leases lose their handle caching (their
-        // handles' name changed under them; smbtorture smb2.lease.v2_rename).
+        // Other leases lose their handle caching (their handles' name
+        // changes under them; smbtorture smb2.lease.v2_rename); the rename
+        // waits for the acknowledgments.
         let server = &conn.server;
         let mut files = server.lock_files();
         let entry = files.entry(key);
-        entry.path = target.to_string();
         let breaks = crate::oplock::break_leases(entry, own_lease.as_ref(), crate::oplock::HANDLE, ctx.now, server.break_timeout());
+        server.send_breaks(&breaks);
+        let others = entry.leases.iter().filter(|l| Some(&l.id) != own_lease.as_ref());
+        let wait = others.filter_map(|l| l.breaking.filter(|b| b.to & crate::oplock::HANDLE == 0)).map(|b| b.deadline).min();
+        if let Some(deadline) = wait.filter(|d| ctx.now < *d) {
+            entry.wait(conn.id);
+            return Ok(Some(deadline));
+        }
+    }
+    fs.rename(&from, target, ri.replace_if_exists).map_err(NtStatus::from)?;
+    {
+        // Every connection's opens of the moved file now name it by `target`.
+        let server = &conn.server;
+        let mut files = server.lock_files();
+        files.entry(key).path = target.to_string();
         let spared = files.parent_lease(key, owner);
         drop(files);
-        server.send_breaks(&breaks);
         // Both directories changed.
         server.dir_changed(fs, &from, spared, ctx.now);
         if parent(&from) != parent(target) {
@@ -274,7 +294,7 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<(), NtStatus> {
             o.path = p;
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]
