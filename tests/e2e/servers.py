@@ -103,6 +103,21 @@ class LogCollector:
             return "\n".join(lines)
 
 
+def _naming(text: str) -> list[int]:
+    """The processes whose command line contains `text`."""
+    out: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            out.append(int(entry))
+    return out
+
+
 def _children(pid: int) -> list[int]:
     """All descendants of pid, read from /proc."""
     parent_of: dict[int, int] = {}
@@ -210,7 +225,10 @@ class Server:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
         # smbd forks one process per client; make sure none outlives the test.
-        for pid in kids:
+        # Its RPC helpers (samba-dcerpcd and its rpcd_* workers) detach into
+        # a session of their own: they are found by this server's private
+        # smb.conf on their command line.
+        for pid in kids + _naming(str(self.workdir / "smb.conf")):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
