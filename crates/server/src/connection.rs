@@ -210,6 +210,28 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// Request `hdr`, answered later under `async_id`, in session and
+    /// tree `ids`; sealed when `encrypted`. Its interim response is sent
+    /// with it unless `interim_at` is set afterwards.
+    pub(crate) fn new(hdr: &smbq_wire::Header, async_id: u64, ids: (u64, u32), encrypted: bool, work: AsyncWork) -> Pending {
+        use smbq_wire::header::flags;
+        Pending {
+            async_id,
+            message_id: hdr.message_id,
+            session_id: ids.0,
+            tree_id: ids.1,
+            command: hdr.command,
+            encrypted,
+            signed: hdr.flags & flags::SIGNED != 0,
+            work,
+            adopted: false,
+            interim_at: None,
+            credit_charge: hdr.credit_charge,
+            credits_asked: hdr.credits,
+            priority: hdr.flags & flags::PRIORITY_MASK,
+        }
+    }
+
     /// Room before the header of an answer: the Direct TCP prefix, and
     /// the transform header when it is sealed.
     pub(crate) fn prefix(&self) -> usize {

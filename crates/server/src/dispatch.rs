@@ -480,21 +480,8 @@ fn element(
         let job = *job;
         out.truncate(header_start);
         let async_id = c.async_id();
-        c.pending.push(Pending {
-            async_id,
-            message_id: hdr.message_id,
-            session_id,
-            tree_id,
-            command: hdr.command,
-            encrypted: enc.is_some(),
-            signed: hdr.flags & flags::SIGNED != 0,
-            work: AsyncWork::Job(job),
-            adopted: false,
-            interim_at: Some(now + crate::job::INTERIM_DELAY),
-            credit_charge: hdr.credit_charge,
-            credits_asked: hdr.credits,
-            priority: hdr.flags & flags::PRIORITY_MASK,
-        });
+        let p = Pending::new(hdr, async_id, (session_id, tree_id), enc.is_some(), AsyncWork::Job(job));
+        c.pending.push(Pending { interim_at: Some(now + crate::job::INTERIM_DELAY), ..p });
         return Ok(None);
     }
     let result = match result {
@@ -558,21 +545,8 @@ fn element(
         status = NtStatus::PENDING;
         out.truncate(header_start + HEADER_LEN);
         encode_error_body(out, &[]);
-        c.pending.push(Pending {
-            async_id,
-            message_id: hdr.message_id,
-            session_id,
-            tree_id,
-            command: hdr.command,
-            encrypted: enc.is_some(),
-            signed: hdr.flags & flags::SIGNED != 0,
-            work,
-            adopted: false,
-            interim_at: None,
-            credit_charge: 0,
-            credits_asked: 0,
-            priority: 0,
-        });
+        // Its final answer, sent after the interim, echoes no priority bits.
+        c.pending.push(Pending { priority: 0, ..Pending::new(hdr, async_id, (session_id, tree_id), enc.is_some(), work) });
     }
     rh.status = status.0;
 
@@ -799,17 +773,14 @@ pub(crate) fn job_done(c: &mut Connection, done: crate::job::JobDone) {
 
 /// Interim responses (MS-SMB2 3.3.4.2) for jobs not done in time.
 pub(crate) fn send_interims(c: &mut Connection, now: Instant) {
-    for i in 0..c.pending.len() {
-        if c.pending[i].interim_at.is_none_or(|t| now < t) {
-            continue;
-        }
-        let mut p = c.pending.remove(i);
+    let mut pending = std::mem::take(&mut c.pending);
+    for p in pending.iter_mut().filter(|p| p.interim_at.is_some_and(|t| now >= t)) {
         let mut out = vec![0; p.prefix() + HEADER_LEN];
         encode_error_body(&mut out, &[]);
-        late(c, &p, NtStatus::PENDING, true, out);
+        late(c, p, NtStatus::PENDING, true, out);
         p.interim_at = None;
-        c.pending.insert(i, p);
     }
+    c.pending = pending;
 }
 /// An oplock break notification for the open `volatile` of this
 /// connection (MS-SMB2 2.2.23.1, 3.3.4.6): MessageId all ones, no

@@ -32,8 +32,8 @@ pub(crate) enum Work {
     /// READ: `len` bytes at `offset`, appended to `out` (the response up
     /// to its data, from the frame prefix on).
     Read(ReadJob),
-    /// WRITE: `data` at `offset`, then fsync when `sync` (write-through).
-    Write { data: Vec<Bytes>, offset: u64, sync: bool },
+    /// A write-through WRITE: `data` at `offset`, then fsync.
+    Write { data: Vec<Bytes>, offset: u64 },
 }
 
 pub(crate) struct ReadJob {
@@ -61,10 +61,10 @@ impl Job {
         let result = match &mut work {
             Work::Sync => file.sync().map(|()| 0),
             Work::Read(r) => file.read_append(&mut r.out, r.len, r.offset),
-            Work::Write { data, offset, sync } => {
+            Work::Write { data, offset } => {
                 let bufs: Vec<&[u8]> = data.iter().map(|b| &b[..]).collect();
                 let n = bufs.iter().map(|b| b.len()).sum();
-                file.write_vectored_at(&bufs, *offset).and_then(|()| if *sync { file.sync() } else { Ok(()) }).map(|()| n)
+                file.write_vectored_at(&bufs, *offset).and_then(|()| file.sync()).map(|()| n)
             }
         };
         JobDone { id, work, result: result.map_err(NtStatus::from) }

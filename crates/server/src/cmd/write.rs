@@ -97,19 +97,10 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     // writes on the pool 1045 MB/s at 0.70 CPU-s/GiB, here 1092 at
     // 0.48). ext4 offers no RWF_NOWAIT for buffered writes to tell.
     if ctx.may_defer && write_through {
-        // The data goes with the job: the chunks as they came, the part
-        // inside the message copied.
-        let mut owned = Vec::with_capacity(1 + req.tail.len());
-        let mut left = len as usize;
-        for piece in std::iter::once(Bytes::copy_from_slice(r.data)).chain(req.tail.iter().cloned()) {
-            let piece = piece.slice(..piece.len().min(left));
-            left -= piece.len();
-            if !piece.is_empty() {
-                owned.push(piece);
-            }
-        }
+        // The data goes with the job (a copy: the fsync costs far more).
+        let data = data.iter().map(|d| Bytes::copy_from_slice(d)).collect();
         let file = h.object();
-        let id = ctx.conn.job(file, Work::Write { data: owned, offset, sync: write_through });
+        let id = ctx.conn.job(file, Work::Write { data, offset });
         ctx.go_async = Some(AsyncWork::Job(id));
         return Ok(NtStatus::PENDING);
     }
