@@ -378,6 +378,12 @@ pub fn server_config(id: &Identity, access: &ClientAccess) -> Result<rustls::Ser
     };
     let mut cfg = builder.with_single_cert(id.chain.clone(), id.key.clone_key())?;
     cfg.alpn_protocols = vec![ALPN.to_vec()];
+    // No TLS 1.3 session tickets (RFC 8446 4.6.1): nothing resumes a
+    // session yet, and Samba 4.23+'s QUIC client (ngtcp2 over GnuTLS)
+    // frees its TLS state once the handshake is done, so a ticket that
+    // arrives later in a 1-RTT CRYPTO frame fails it (GnuTLS "Epoch ... out
+    // of range", alert internal_error, ngtcp2 ERR_CRYPTO): see the README.
+    cfg.send_tls13_tickets = 0;
     Ok(cfg)
 }
 
