@@ -2,17 +2,17 @@
 //! connection gets a sans-IO [`smbq_server::Connection`] and a
 //! [`TransportInfo`]; no SMB logic lives here.
 //!
-//! Per connection three tasks run in parallel: a reader that cuts the
-//! byte stream into Direct TCP frames (MS-SMB2 2.1; SMB over QUIC uses the
-//! same framing on its stream), the engine that runs the connection state
-//! machine (its file I/O and crypto are blocking work, done on a blocking
-//! thread while the connection is busy: an idle connection holds no
-//! thread), and a writer.
+//! Per connection an engine runs the connection state machine (its file
+//! I/O and crypto are blocking work, done on a blocking thread while the
+//! connection is busy: an idle connection holds no thread) on Direct TCP
+//! frames (MS-SMB2 2.1; SMB over QUIC uses the same framing on its
+//! stream), and a writer task sends what the engine cannot send at once.
 //!
-//! Over TCP the reader copies the bytes out of the socket into the frame.
-//! Over QUIC quinn has already copied each packet once; a large frame's
-//! payload goes on in the chunks quinn returns (a `Frame`'s tail), so
-//! that a WRITE reaches the file without another copy.
+//! Over TCP the engine reads the socket itself ([`TcpInput`]), copying the
+//! bytes out of it into the frame. Over QUIC a reader task cuts quinn's
+//! chunks into frames: quinn has already copied each packet once, and a
+//! large frame's payload goes on in the chunks quinn returns (a `Frame`'s
+//! tail), so that a WRITE reaches the file without another copy.
 
 pub mod interfaces;
 pub mod quic;
@@ -29,7 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info};
 
@@ -40,34 +43,17 @@ const QUEUE: usize = 32;
 /// their whole length).
 const READ_AHEAD: usize = 64 * 1024;
 
-/// Read into `acc` until it holds `want` bytes (`want` is bounded by the
-/// frame limit). False when the peer is gone first.
-async fn fill<R: AsyncRead + Unpin>(rd: &mut R, acc: &mut BytesMut, want: usize) -> bool {
-    // Nothing is allocated before the peer sends (an idle connection
-    // holds no buffer); from then on read ahead at least READ_AHEAD.
-    if acc.capacity() < want {
-        acc.reserve((want - acc.len()).max(READ_AHEAD));
-    }
-    while acc.len() < want {
-        if acc.capacity() == acc.len() {
-            acc.reserve(READ_AHEAD);
-        }
-        match rd.read_buf(acc).await {
-            Ok(0) | Err(_) => return false,
-            Ok(_) => {}
-        }
-    }
-    true
-}
-
 /// One SMB message for the engine: `head`, then `tail` (empty except for a
 /// large frame over QUIC, see [`StreamChunks`]), and the share of the
 /// memory budgets it holds until the engine has handled it.
 pub(crate) struct Frame {
     head: BytesMut,
     tail: Vec<Bytes>,
-    _held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+    _held: Held,
 }
+
+/// A frame's share of the connection's and the server's memory budgets.
+type Held = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
 /// Frames before logon: this many of `limits.preauth_max_frame()` may
 /// wait for the engine.
@@ -121,10 +107,18 @@ impl Admission {
 
     /// Wait until `len` bytes fit both budgets; `None` once the server's
     /// budget is closed.
-    async fn admit(&self, len: usize) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+    async fn admit(&self, len: usize) -> Option<Held> {
         let n = u32::try_from(len.max(1)).ok()?;
         let conn = Arc::clone(&self.conn).acquire_many_owned(n).await.ok()?;
         let server = Arc::clone(&self.server).acquire_many_owned(n).await.ok()?;
+        Some((conn, server))
+    }
+
+    /// [`Admission::admit`] when it need not wait.
+    fn try_admit(&self, len: usize) -> Option<Held> {
+        let n = u32::try_from(len.max(1)).ok()?;
+        let conn = Arc::clone(&self.conn).try_acquire_many_owned(n).ok()?;
+        let server = Arc::clone(&self.server).try_acquire_many_owned(n).ok()?;
         Some((conn, server))
     }
 
@@ -157,50 +151,184 @@ fn announced_len(prefix: [u8; 4], max: usize, peer: Option<SocketAddr>) -> Optio
 }
 
 /// Where framed requests come from.
-pub(crate) enum FrameReader {
-    Tcp(tokio::net::tcp::OwnedReadHalf),
+/// Where a connection's bytes come from.
+pub(crate) enum Source {
+    /// A TCP socket (a duplicate of its fd; the writer has the other),
+    /// which the engine reads itself.
+    Tcp(std::net::TcpStream),
+    /// The QUIC stream, which a reader task cuts into frames.
     Quic(quinn::RecvStream),
 }
 
-impl FrameReader {
-    /// Cut the stream into frames for the engine until the peer ends it,
-    /// breaks the framing or the limits, or the engine is gone.
-    async fn run(self, tx: mpsc::Sender<Frame>, adm: Arc<Admission>, peer: Option<SocketAddr>) {
-        match self {
-            FrameReader::Tcp(mut rd) => {
-                // One buffer takes the bytes as they come (one copy out of
-                // the socket); each frame is split off it without another.
-                let mut acc = BytesMut::new();
-                loop {
-                    if !fill(&mut rd, &mut acc, 4).await {
-                        return;
-                    }
-                    let mut prefix = [0u8; 4];
-                    prefix.copy_from_slice(&acc[..4]);
-                    let Some(len) = announced_len(prefix, adm.max_frame(), peer) else { return };
-                    let Some(held) = adm.admit(len).await else { return };
-                    if !fill(&mut rd, &mut acc, 4 + len).await {
-                        return;
-                    }
-                    acc.advance(4);
-                    if tx.send(Frame { head: acc.split_to(len), tail: Vec::new(), _held: held }).await.is_err() {
-                        return;
-                    }
+/// Cut a QUIC stream into frames for the engine until the peer ends it,
+/// breaks the framing or the limits, or the engine is gone.
+async fn read_quic(stream: quinn::RecvStream, tx: mpsc::Sender<Frame>, adm: Arc<Admission>, peer: Option<SocketAddr>) {
+    let mut rd = StreamChunks::new(stream);
+    while let Some(prefix) = rd.next_prefix().await {
+        let Some(len) = announced_len(prefix, adm.max_frame(), peer) else { return };
+        let Some(held) = adm.admit(len).await else { return };
+        let Some((head, tail)) = rd.next_body(len).await else { return };
+        if tx.send(Frame { head, tail, _held: held }).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// An eventfd that wakes a busy TCP engine out of its poll(2) when another
+/// connection posts it a notice or a job of its is done.
+struct Wake(OwnedFd);
+
+impl Wake {
+    fn new() -> std::io::Result<Wake> {
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new fd.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is open and nothing else owns it.
+        Ok(Wake(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn signal(&self) {
+        let one = 1u64;
+        // SAFETY: writes the 8 bytes of a live u64 to our eventfd.
+        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    fn clear(&self) {
+        let mut n = 0u64;
+        // SAFETY: reads at most 8 bytes into a live u64 from our non-blocking eventfd.
+        unsafe { libc::read(self.0.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
+    }
+}
+
+/// The socket's read side as the engine holds it.
+enum ReadIo {
+    /// Idle: registered with the runtime, which wakes the engine's task.
+    Idle(AsyncFd<std::net::TcpStream>),
+    /// Busy: not registered, so no runtime thread wakes for its bytes.
+    Busy(std::net::TcpStream),
+    /// The registration failed; the connection ends.
+    Gone,
+}
+
+/// Over TCP the engine reads the socket itself. An idle connection waits
+/// for bytes through the runtime (an epoll registration of its own, on a
+/// duplicate of the socket's fd); a busy one drops that registration and
+/// its blocking thread waits in poll(2) on the socket and a [`Wake`]: a
+/// request wakes the thread that handles it, and nothing else (no reader
+/// task, no hand-off between threads). The bytes are read into one
+/// buffer (one copy out of the socket) and each frame is split off it.
+struct TcpInput {
+    io: ReadIo,
+    acc: BytesMut,
+    /// Length and budget share of the frame whose body is being read.
+    body: Option<(usize, Held)>,
+    wake: Arc<Wake>,
+}
+
+impl TcpInput {
+    fn fd(&self) -> RawFd {
+        match &self.io {
+            ReadIo::Idle(a) => a.get_ref().as_raw_fd(),
+            ReadIo::Busy(s) => s.as_raw_fd(),
+            ReadIo::Gone => -1,
+        }
+    }
+
+    /// Register with the runtime (in its context) before the engine waits as a task.
+    fn register(&mut self) -> std::io::Result<()> {
+        if let ReadIo::Busy(s) = std::mem::replace(&mut self.io, ReadIo::Gone) {
+            // SAFETY: the TcpStream owns its fd, open for as long as the AsyncFd holds it.
+            self.io = ReadIo::Idle(unsafe { AsyncFd::register_with_interest(s, Interest::READABLE) }?);
+        }
+        Ok(())
+    }
+
+    fn deregister(&mut self) {
+        if let ReadIo::Idle(a) = std::mem::replace(&mut self.io, ReadIo::Gone) {
+            self.io = ReadIo::Busy(a.into_inner());
+        }
+    }
+
+    /// Wait (as a task) until the socket may have bytes.
+    async fn readable(&self) -> Event {
+        match &self.io {
+            ReadIo::Idle(a) => match a.readable().await {
+                Ok(_) => Event::Readable,
+                Err(_) => Event::Frame(None),
+            },
+            ReadIo::Busy(_) => Event::Readable,
+            ReadIo::Gone => Event::Frame(None),
+        }
+    }
+
+    /// The next frame if the socket has all of it now (without waiting,
+    /// except for the memory budget); `Frame(None)` when the peer is gone
+    /// or breaks the framing or the limits.
+    fn try_frame(&mut self, adm: &Admission, rt: &tokio::runtime::Handle, peer: Option<SocketAddr>) -> Option<Event> {
+        loop {
+            if self.body.is_none() && self.acc.len() >= 4 {
+                let prefix = [self.acc[0], self.acc[1], self.acc[2], self.acc[3]];
+                let Some(len) = announced_len(prefix, adm.max_frame(), peer) else { return Some(Event::Frame(None)) };
+                // The budget is taken before the body is read, as it comes.
+                let Some(held) = adm.try_admit(len).or_else(|| rt.block_on(adm.admit(len))) else {
+                    return Some(Event::Frame(None));
+                };
+                self.body = Some((len, held));
+            }
+            let want = self.body.as_ref().map_or(4, |(len, _)| 4 + len);
+            if self.acc.len() >= want {
+                if let Some((len, held)) = self.body.take() {
+                    self.acc.advance(4);
+                    return Some(Event::Frame(Some(Frame { head: self.acc.split_to(len), tail: Vec::new(), _held: held })));
                 }
             }
-            FrameReader::Quic(stream) => {
-                let mut rd = StreamChunks::new(stream);
-                while let Some(prefix) = rd.next_prefix().await {
-                    let Some(len) = announced_len(prefix, adm.max_frame(), peer) else { return };
-                    let Some(held) = adm.admit(len).await else { return };
-                    let Some((head, tail)) = rd.next_body(len).await else { return };
-                    if tx.send(Frame { head, tail, _held: held }).await.is_err() {
-                        return;
-                    }
-                }
+            // Nothing is allocated before the peer sends (an idle connection
+            // holds no buffer); from then on read ahead at least READ_AHEAD.
+            if self.acc.capacity() < want {
+                self.acc.reserve((want - self.acc.len()).max(READ_AHEAD));
+            } else if self.acc.capacity() == self.acc.len() {
+                self.acc.reserve(READ_AHEAD);
+            }
+            let fd = self.fd();
+            let spare = self.acc.spare_capacity_mut();
+            // SAFETY: recv writes at most `spare.len()` bytes into the spare
+            // capacity; `set_len` below covers only what it wrote.
+            let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), spare.len(), 0) };
+            match n {
+                0 => return Some(Event::Frame(None)),
+                // SAFETY: the first `n` spare bytes were written by recv.
+                n if n > 0 => unsafe { self.acc.set_len(self.acc.len() + n as usize) },
+                _ => match std::io::Error::last_os_error().kind() {
+                    std::io::ErrorKind::WouldBlock => return None,
+                    std::io::ErrorKind::Interrupted => {}
+                    _ => return Some(Event::Frame(None)),
+                },
             }
         }
     }
+
+    /// Wait on this (blocking) thread until the socket has bytes, the
+    /// [`Wake`] is signalled, or `until`.
+    fn wait(&self, until: Instant) {
+        let ms = until.saturating_duration_since(Instant::now()).as_micros().div_ceil(1000);
+        let mut fds = [
+            libc::pollfd { fd: self.fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.wake.0.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: `fds` is a live array of two pollfd.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, ms.min(i32::MAX as u128) as i32) };
+        if fds[1].revents != 0 {
+            self.wake.clear();
+        }
+    }
+}
+
+/// Where the engine's frames come from.
+enum Input {
+    Frames(mpsc::Receiver<Frame>),
+    Tcp(TcpInput),
 }
 
 /// A peer that takes no bytes for this long is gone (it stopped reading).
@@ -208,10 +336,10 @@ pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where framed responses go.
 pub(crate) enum FrameWriter {
-    /// Shared with the engine, which sends on it itself while nothing
-    /// waits here (see [`Direct`]); the last one to drop it ends the
-    /// sending side.
-    Tcp(Arc<tokio::net::tcp::OwnedWriteHalf>),
+    /// Registered for writability only (its bytes wake the engine, see
+    /// [`TcpInput`]); shared with the engine, which sends on it itself
+    /// while nothing waits here (see [`Direct`]).
+    Tcp(AsyncFd<Arc<std::net::TcpStream>>),
     /// QUIC takes each frame as `Bytes` without another copy.
     Quic(quinn::SendStream),
 }
@@ -222,11 +350,15 @@ impl FrameWriter {
             FrameWriter::Tcp(w) => {
                 let mut done = 0;
                 while done < frame.len() {
-                    w.writable().await?;
-                    match w.try_write(&frame[done..]) {
-                        Ok(n) => done += n,
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                        Err(e) => return Err(e),
+                    let mut ready = w.writable().await?;
+                    let sent = ready.try_io(|s| {
+                        let mut sock: &std::net::TcpStream = s.get_ref();
+                        sock.write(&frame[done..])
+                    });
+                    match sent {
+                        Ok(Ok(n)) => done += n,
+                        Ok(Err(e)) => return Err(e),
+                        Err(_would_block) => {}
                     }
                 }
                 Ok(())
@@ -244,7 +376,7 @@ impl FrameWriter {
     /// The engine's own way to the socket, where there is one.
     fn direct(&self, queued: &Arc<AtomicUsize>) -> Option<Direct> {
         match self {
-            FrameWriter::Tcp(w) => Some(Direct { socket: Arc::clone(w), queued: Arc::clone(queued) }),
+            FrameWriter::Tcp(w) => Some(Direct { socket: Arc::clone(w.get_ref()), queued: Arc::clone(queued) }),
             FrameWriter::Quic(_) => None,
         }
     }
@@ -255,7 +387,7 @@ impl FrameWriter {
 /// thread wake-up) less per answer. Otherwise it queues it (and what is
 /// left of it) for the writer, which keeps the order and the send timeout.
 struct Direct {
-    socket: Arc<tokio::net::tcp::OwnedWriteHalf>,
+    socket: Arc<std::net::TcpStream>,
     /// Frames handed to the writer and not yet sent.
     queued: Arc<AtomicUsize>,
 }
@@ -267,7 +399,7 @@ impl Direct {
         if self.queued.load(Ordering::Acquire) > 0 {
             return Ok(Some(frame));
         }
-        match self.socket.try_write(&frame) {
+        match (&*self.socket).write(&frame) {
             Ok(n) if n == frame.len() => Ok(None),
             Ok(n) => {
                 frame.drain(..n);
@@ -299,7 +431,7 @@ pub fn keep_large_buffers_on_heap() {
 /// `on_logon` runs (on the engine's thread) when the connection first has
 /// an authenticated session: QUIC opens its flow-control window then.
 pub(crate) async fn serve_framed(
-    rd: FrameReader,
+    source: Source,
     mut wr: FrameWriter,
     info: TransportInfo,
     server: Arc<Server>,
@@ -308,9 +440,23 @@ pub(crate) async fn serve_framed(
 ) {
     let peer = info.peer;
     let adm = Arc::new(Admission::new(&server));
-    let (in_tx, in_rx) = mpsc::channel::<Frame>(QUEUE);
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let reader = tokio::spawn(rd.run(in_tx, Arc::clone(&adm), peer));
+    let (input, reader) = match source {
+        Source::Tcp(sock) => match Wake::new() {
+            Ok(wake) => {
+                let io = ReadIo::Busy(sock);
+                (Input::Tcp(TcpInput { io, acc: BytesMut::new(), body: None, wake: Arc::new(wake) }), None)
+            }
+            Err(e) => {
+                info!(?peer, error = %e, "no eventfd for the connection; closing");
+                return;
+            }
+        },
+        Source::Quic(stream) => {
+            let (in_tx, in_rx) = mpsc::channel::<Frame>(QUEUE);
+            (Input::Frames(in_rx), Some(tokio::spawn(read_quic(stream, in_tx, Arc::clone(&adm), peer))))
+        }
+    };
     let queued = Arc::new(AtomicUsize::new(0));
     let direct = wr.direct(&queued);
     let mut writer = tokio::spawn(async move {
@@ -331,16 +477,21 @@ pub(crate) async fn serve_framed(
         }
         wr.finish().await;
     });
-    let mut engine = tokio::spawn(run_engine(server, info, in_rx, (out_tx, direct), adm, on_logon));
-    // Whichever side ends first ends the connection: stopping the reader
-    // closes the engine's input, and a finished engine closes the writer's.
+    let mut engine = tokio::spawn(run_engine(server, info, input, (out_tx, direct), adm, on_logon));
+    // Whichever side ends first ends the connection: the engine stops when
+    // the writer is gone (or its reader, which is stopped then), and a
+    // finished engine closes the writer's input.
     tokio::select! {
         _ = &mut engine => {
-            reader.abort();
+            if let Some(r) = &reader {
+                r.abort();
+            }
             let _ = writer.await;
         }
         _ = &mut writer => {
-            reader.abort();
+            if let Some(r) = &reader {
+                r.abort();
+            }
             let _ = engine.await;
         }
     }
@@ -348,7 +499,10 @@ pub(crate) async fn serve_framed(
 
 /// What wakes a connection's engine.
 enum Event {
+    /// A frame, or `None` when the input ended.
     Frame(Option<Frame>),
+    /// The TCP socket may have bytes: go and look.
+    Readable,
     Notice,
     Timeout,
     /// A job done on the pool (a FLUSH's fsync).
@@ -359,7 +513,8 @@ enum Event {
 /// async task that waits and the blocking thread that works.
 struct Engine {
     conn: Connection,
-    rx: mpsc::Receiver<Frame>,
+    input: Input,
+    peer: Option<SocketAddr>,
     tx: mpsc::Sender<Vec<u8>>,
     direct: Option<Direct>,
     adm: Arc<Admission>,
@@ -385,17 +540,26 @@ impl Engine {
                 None => std::future::pending().await,
             }
         };
+        let Engine { input, tx, notices, done_rx, .. } = self;
+        let input = async {
+            match input {
+                Input::Frames(rx) => Event::Frame(rx.recv().await),
+                Input::Tcp(t) => t.readable().await,
+            }
+        };
         tokio::select! {
-            m = self.rx.recv() => Event::Frame(m),
-            _ = self.notices.notified() => Event::Notice,
-            Some(d) = self.done_rx.recv() => Event::Job(d),
+            ev = input => ev,
+            _ = notices.notified() => Event::Notice,
+            Some(d) = done_rx.recv() => Event::Job(d),
             _ = sleep => Event::Timeout,
+            // The writer is gone (the peer stopped reading).
+            _ = tx.closed() => Event::Frame(None),
         }
     }
 
     /// An event that is there already, taken without waiting (and without
     /// a timer): while a connection is busy most are.
-    fn ready(&mut self) -> Option<Event> {
+    fn ready(&mut self, rt: &tokio::runtime::Handle) -> Option<Event> {
         if let Ok(d) = self.done_rx.try_recv() {
             return Some(Event::Job(d));
         }
@@ -403,13 +567,46 @@ impl Engine {
         if notified.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())).is_ready() {
             return Some(Event::Notice);
         }
-        match self.rx.try_recv() {
-            Ok(f) => Some(Event::Frame(Some(f))),
-            Err(mpsc::error::TryRecvError::Disconnected) => Some(Event::Frame(None)),
-            // A timer that is due (one that stays due cannot hold up the rest).
-            Err(mpsc::error::TryRecvError::Empty) => {
-                self.conn.poll_timeout().is_some_and(|d| d <= Instant::now()).then_some(Event::Timeout)
+        let frame = match &mut self.input {
+            Input::Frames(rx) => match rx.try_recv() {
+                Ok(f) => Some(Event::Frame(Some(f))),
+                Err(mpsc::error::TryRecvError::Disconnected) => Some(Event::Frame(None)),
+                Err(mpsc::error::TryRecvError::Empty) => None,
+            },
+            Input::Tcp(t) => t.try_frame(&self.adm, rt, self.peer),
+        };
+        // Else a timer that is due (one that stays due cannot hold up the rest).
+        frame.or_else(|| self.conn.poll_timeout().is_some_and(|d| d <= Instant::now()).then_some(Event::Timeout))
+    }
+
+    /// The next event while busy: one that is there, or one that comes
+    /// within [`BUSY_LINGER`]; `None` once the connection is quiet.
+    fn next_busy(&mut self, rt: &tokio::runtime::Handle) -> Option<Event> {
+        if let Some(ev) = self.ready(rt) {
+            return Some(ev);
+        }
+        let quiet = Instant::now() + BUSY_LINGER;
+        loop {
+            match &self.input {
+                Input::Frames(_) => {
+                    return rt.block_on(async { tokio::time::timeout(BUSY_LINGER, self.next()).await }).ok();
+                }
+                Input::Tcp(t) => t.wait(self.conn.poll_timeout().map_or(quiet, |d| d.min(quiet))),
             }
+            if let Some(ev) = self.ready(rt) {
+                return Some(ev);
+            }
+            if Instant::now() >= quiet {
+                return None;
+            }
+        }
+    }
+
+    /// What wakes a busy TCP engine besides its socket.
+    fn wake(&self) -> Option<Arc<Wake>> {
+        match &self.input {
+            Input::Tcp(t) => Some(Arc::clone(&t.wake)),
+            Input::Frames(_) => None,
         }
     }
 
@@ -419,6 +616,7 @@ impl Engine {
         loop {
             let result = match ev {
                 Event::Frame(None) => return Some("peer closed".to_string()),
+                Event::Readable => Ok(()),
                 Event::Notice => {
                     self.conn.handle_notices(Instant::now());
                     Ok(())
@@ -442,8 +640,12 @@ impl Engine {
             // the connection goes on meanwhile.
             while let Some(job) = self.conn.poll_job() {
                 let tx = self.done_tx.clone();
+                let wake = self.wake();
                 rt.spawn_blocking(move || {
                     let _ = tx.send(job.run());
+                    if let Some(w) = wake {
+                        w.signal();
+                    }
                 });
             }
             while let Some(out) = self.conn.poll_transmit() {
@@ -466,10 +668,7 @@ impl Engine {
             if let Err(e) = result {
                 return Some(e.to_string());
             }
-            ev = match self.ready() {
-                Some(ev) => ev,
-                None => rt.block_on(async { tokio::time::timeout(BUSY_LINGER, self.next()).await }).ok()?,
-            };
+            ev = self.next_busy(rt)?;
         }
     }
 }
@@ -485,7 +684,7 @@ impl Engine {
 async fn run_engine(
     server: Arc<Server>,
     info: TransportInfo,
-    rx: mpsc::Receiver<Frame>,
+    input: Input,
     (tx, direct): (mpsc::Sender<Vec<u8>>, Option<Direct>),
     adm: Arc<Admission>,
     on_logon: Box<dyn FnOnce() + Send>,
@@ -495,13 +694,27 @@ async fn run_engine(
     conn.set_offload(true);
     // Other connections post oplock breaks and wake-ups to this one.
     let notices = Arc::new(tokio::sync::Notify::new());
-    let n = Arc::clone(&notices);
-    conn.set_waker(Arc::new(move || n.notify_one()));
     let (done_tx, done_rx) = mpsc::unbounded_channel();
-    let mut engine = Engine { conn, rx, tx, direct, adm, on_logon: Some(on_logon), notices, done_tx, done_rx };
+    let mut engine =
+        Engine { conn, input, peer, tx, direct, adm, on_logon: Some(on_logon), notices, done_tx, done_rx };
+    let (n, wake) = (Arc::clone(&engine.notices), engine.wake());
+    engine.conn.set_waker(Arc::new(move || {
+        n.notify_one();
+        if let Some(w) = &wake {
+            w.signal();
+        }
+    }));
     let rt = tokio::runtime::Handle::current();
     let reason = loop {
+        if let Input::Tcp(t) = &mut engine.input {
+            if let Err(e) = t.register() {
+                break format!("cannot wait for the socket: {e}");
+            }
+        }
         let ev = engine.next().await;
+        if let Input::Tcp(t) = &mut engine.input {
+            t.deregister();
+        }
         let rt = rt.clone();
         let busy = tokio::task::spawn_blocking(move || {
             let end = engine.work(ev, &rt);

@@ -7,7 +7,7 @@
 //! bidirectional stream per connection; the peer may not open more (the
 //! stream limits say so and quinn closes a connection that ignores them).
 
-use crate::{serve_framed, FrameReader, FrameWriter, SEND_TIMEOUT};
+use crate::{serve_framed, FrameWriter, Source, SEND_TIMEOUT};
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
@@ -150,6 +150,6 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     let window = VarInt::from_u64(opts.connection_window).unwrap_or(VarInt::MAX);
     let opened = conn.clone();
     let on_logon = Box::new(move || opened.set_receive_window(window));
-    serve_framed(FrameReader::Quic(recv), FrameWriter::Quic(send), info, server, opts.send_timeout, on_logon).await;
+    serve_framed(Source::Quic(recv), FrameWriter::Quic(send), info, server, opts.send_timeout, on_logon).await;
     conn.close(VarInt::from_u32(0), b"");
 }

@@ -1,6 +1,6 @@
 //! SMB2 over Direct TCP (MS-SMB2 2.1): a 4-byte prefix per message.
 
-use crate::{serve_framed, FrameReader, FrameWriter, SEND_TIMEOUT};
+use crate::{serve_framed, FrameWriter, Source, SEND_TIMEOUT};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,9 +40,22 @@ async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>) {
         warn!(%peer, error = %e, "cannot set TCP keepalive");
     }
     let local = stream.local_addr().ok();
-    let (rd, wr) = stream.into_split();
+    // The engine reads a duplicate of the fd; the writer waits for
+    // writability on the other (see `TcpInput` in lib.rs).
+    let split = stream.into_std().and_then(|s| Ok((s.try_clone()?, Arc::new(s)))).and_then(|(rd, wr)| {
+        // SAFETY: the TcpStream owns its fd, open for as long as the AsyncFd holds it.
+        let wr = unsafe { tokio::io::unix::AsyncFd::register_with_interest(wr, tokio::io::Interest::WRITABLE) }?;
+        Ok((rd, wr))
+    });
+    let (rd, wr) = match split {
+        Ok(p) => p,
+        Err(e) => {
+            warn!(%peer, error = %e, "cannot set the connection up");
+            return;
+        }
+    };
     let info = TransportInfo { kind: TransportKind::Tcp, peer: Some(peer), local, secure: false };
-    serve_framed(FrameReader::Tcp(rd), FrameWriter::Tcp(Arc::new(wr)), info, server, SEND_TIMEOUT, Box::new(|| {})).await;
+    serve_framed(Source::Tcp(rd), FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT, Box::new(|| {})).await;
 }
 
 /// A peer that vanishes without a FIN (a laptop that sleeps or roams, a
