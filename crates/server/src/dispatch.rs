@@ -854,7 +854,9 @@ fn late(c: &mut Connection, p: &Pending, status: NtStatus, interim: bool, mut ou
     let signed = enc.is_none()
         && c.st.session(p.session_id).is_some_and(|s| s.signer.is_some() && (p.signed || s.signing_required));
     let rh = Header {
-        credit_charge: if first { p.credit_charge } else { 0 },
+        // The request's charge on every answer, as Samba does: impacket
+        // moves its message ids on by the charge of the final answer.
+        credit_charge: p.credit_charge,
         status: status.0,
         command: p.command,
         credits: if first { c.credits.grant(p.credits_asked) } else { 0 },

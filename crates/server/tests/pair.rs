@@ -1080,6 +1080,9 @@ fn pool_conversation(encrypt: smbq_server::EncryptPolicy) {
     assert_eq!(done.len(), 1);
     let h = Header::decode(&done[0]).unwrap();
     assert_eq!((NtStatus(h.status), h.message_id, h.async_id, h.credits), (NtStatus::SUCCESS, read_id, ih.async_id, 0));
+    // Both carry the request's charge (impacket moves its message ids on
+    // by the final answer's).
+    assert_eq!((ih.credit_charge, h.credit_charge), (1, 1));
     assert_eq!(&done[0][HEADER_LEN + 16..], b"DATA", "the write-through data, read back on the pool");
     assert!(protected(&p, &done[0]));
 

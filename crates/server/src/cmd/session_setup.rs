@@ -157,7 +157,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         server.end_previous_session(r.previous_session_id, &session.user);
     }
     tracing::info!(peer = ?ctx.conn.info.peer, user = %session.user, dialect = ?neg.dialect, cipher = ?neg.cipher,
-        encrypt = session.encrypt_data, "session established");
+        encrypt = session.encrypt_data, transport_security = neg.transport_security, "session established");
     let flags = if session.encrypt_data { session_flags::ENCRYPT_DATA } else { 0 };
     encode_response(ctx.out, ctx.header_start, flags, &token);
     Ok(NtStatus::SUCCESS)
