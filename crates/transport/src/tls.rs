@@ -446,6 +446,38 @@ impl ClientCertVerifier for AllowList {
 mod tests {
     use super::*;
 
+    /// Microsoft's requirements for an SMB over QUIC server certificate
+    /// ("SMB over QUIC", Windows Server docs): Server Authentication EKU,
+    /// digital signature key usage, a subject, a DNS SAN for each name
+    /// clients use, an ECDSA P-256 (or RSA 2048+) key, a SHA-256 signature.
+    #[test]
+    fn generated_certificate_meets_microsofts_smb_over_quic_checklist() {
+        use x509_parser::oid_registry::{OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY, OID_SIG_ECDSA_WITH_SHA256};
+        use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+        let dir = tempfile::tempdir().unwrap();
+        let (c, k) = default_paths(dir.path());
+        let id = generate(&c, &k, &default_sans(&["files.example".into()])).unwrap();
+        let (_, cert) = X509Certificate::from_der(&id.chain[0]).unwrap();
+        let eku = cert.extended_key_usage().unwrap().expect("an EKU extension");
+        assert!(eku.value.server_auth, "serverAuth EKU");
+        let ku = cert.key_usage().unwrap().expect("a key usage extension");
+        assert!(ku.value.digital_signature(), "digitalSignature key usage");
+        assert!(cert.subject().iter_common_name().next().is_some(), "a subject CN");
+        let san = cert.subject_alternative_name().unwrap().expect("a SAN extension");
+        let dns: Vec<&str> = san
+            .value
+            .general_names
+            .iter()
+            .filter_map(|n| if let GeneralName::DNSName(d) = n { Some(*d) } else { None })
+            .collect();
+        assert!(dns.contains(&"localhost") && dns.contains(&"files.example"), "DNS SANs: {dns:?}");
+        let key = &cert.public_key().algorithm;
+        assert_eq!(key.algorithm, OID_KEY_TYPE_EC_PUBLIC_KEY, "an EC key");
+        let curve = key.parameters.as_ref().and_then(|p| p.as_oid().ok());
+        assert_eq!(curve, Some(OID_EC_P256), "on P-256");
+        assert_eq!(cert.signature_algorithm.algorithm, OID_SIG_ECDSA_WITH_SHA256, "signed with SHA-256");
+    }
+
     #[test]
     fn generated_certificate_verifies_for_localhost() {
         use rustls::client::danger::ServerCertVerifier;
