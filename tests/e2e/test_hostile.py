@@ -347,7 +347,12 @@ def test_slowloris_negotiate(server):
     t.join(30)
     assert not t.is_alive(), "slow client still hanging"
     out = result.get("outcome")
-    assert out == raw.STATUS_SUCCESS or str(out).startswith("closed"), out
+    if server.kind == "smbq":
+        # Byte by byte, each 30 ms apart (longer than a busy engine waits
+        # before it goes idle), well within the logon timeout: answered.
+        assert out == raw.STATUS_SUCCESS, out
+    else:
+        assert out == raw.STATUS_SUCCESS or str(out).startswith("closed"), out
 
 
 PARALLEL = 300
