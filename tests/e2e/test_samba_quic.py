@@ -25,7 +25,6 @@ ends in NT_STATUS_IO_TIMEOUT against any server. See the README.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -37,6 +36,7 @@ import pytest
 
 import servers
 import torture
+from files import random_file, sha256_file
 
 TRIXIE = Path(os.environ.get("SMBQ_TRIXIE_ROOT", "/var/cache/smbq/trixie"))
 QUICK = os.environ.get("SMBQ_TEST_QUICK") == "1"
@@ -101,24 +101,6 @@ def _ok(r) -> str:
     return r.stdout
 
 
-def _random_file(path: Path, mib: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "wb") as f:
-        for _ in range(mib):
-            chunk = os.urandom(1 << 20)
-            h.update(chunk)
-            f.write(chunk)
-    return h.hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _sessions(server) -> list[str]:
     return [line for line in server.log.text(400).splitlines() if "session established" in line]
 
@@ -133,11 +115,11 @@ def test_lists_the_share_with_the_certificate_verified_by_name(start_server, jai
 def test_get_and_put_are_byte_exact(start_server, jail):
     server = _start(start_server, "sign")
     outside, inside = jail
-    want_get = _random_file(server.share_dir / "big.bin", GET_MIB)
-    want_put = _random_file(outside / "up.bin", PUT_MIB)
+    want_get = random_file(server.share_dir / "big.bin", GET_MIB << 20)
+    want_put = random_file(outside / "up.bin", PUT_MIB << 20)
     _ok(smbclient(server, jail, f"get big.bin {inside}/down.bin; put {inside}/up.bin up.bin"))
-    assert _sha256(outside / "down.bin") == want_get
-    assert _sha256(server.share_dir / "up.bin") == want_put
+    assert sha256_file(outside / "down.bin") == want_get
+    assert sha256_file(server.share_dir / "up.bin") == want_put
 
 
 def test_mkdir_rename_delete(start_server, jail):
@@ -171,10 +153,10 @@ def test_smb_encryption_inside_quic_only_when_the_client_asks(start_server, jail
     security and no SMB TRANSFORM travels inside QUIC."""
     server = _start(start_server, "enc")
     outside, inside = jail
-    want = _random_file(outside / "up.bin", 4)
+    want = random_file(outside / "up.bin", 4 << 20)
     _ok(smbclient(server, jail, f"put {inside}/up.bin up.bin; get up.bin {inside}/back.bin",
                   options=[f"client smb encryption over quic = {over_quic}"]))
-    assert _sha256(outside / "back.bin") == want == _sha256(server.share_dir / "up.bin")
+    assert sha256_file(outside / "back.bin") == want == sha256_file(server.share_dir / "up.bin")
     sessions = _sessions(server)
     assert len(sessions) == 1, sessions
     if over_quic == "no":

@@ -6,15 +6,14 @@ reflects the last command of a ``-c`` list.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from conftest import QUICK
+from files import random_file, sha256_file
 
 BIG = (64 if QUICK else 1024) * 1024 * 1024
 
@@ -45,27 +44,11 @@ def ok(server, command: str, timeout: float = 60, allow: str | None = None) -> s
     return out
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @pytest.fixture(scope="session")
 def big_file(tmp_path_factory):
     """A random file of BIG bytes and its SHA-256, made once per run."""
     path = tmp_path_factory.mktemp("big") / "big.bin"
-    h = hashlib.sha256()
-    with open(path, "wb") as f:
-        left = BIG
-        while left:
-            chunk = os.urandom(min(left, 8 << 20))
-            h.update(chunk)
-            f.write(chunk)
-            left -= len(chunk)
-    yield path, h.hexdigest()
+    yield path, random_file(path, BIG)
     path.unlink()
 
 
