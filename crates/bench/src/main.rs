@@ -13,9 +13,11 @@
 //! `smbq-bench random ...`: fio-like random I/O against an external server
 //! (S2/S3 of BENCHMARKS.md; see `random.rs`).
 
+mod packets;
 mod random;
 
 use anyhow::bail;
+use packets::{Packets, S2nCounts, Side};
 use clap::Parser;
 use smbq_auth::UserDb;
 use smbq_client::{Client, QuicTarget};
@@ -81,6 +83,10 @@ struct Env {
     cert_pem: String,
     cert: rustls::pki_types::CertificateDer<'static>,
     max_udp_payload: u16,
+    /// The servers' UDP sockets (smbq-quic, raw quinn) and s2n-quic's counts.
+    quic_udp: Arc<smbq_udp::Counters>,
+    raw_udp: Arc<smbq_udp::Counters>,
+    s2n_counts: S2nCounts,
     _dir: tempfile::TempDir,
 }
 
@@ -115,9 +121,16 @@ fn main() -> anyhow::Result<()> {
             // On the client runtime's worker, where quinn's tasks run too,
             // rather than on this thread: no wake-ups across threads.
             let (env, data, args) = (env.clone(), data.clone(), a.clone());
-            let mbps = client_rt.block_on(async move { tokio::spawn(async move { run(&env, name, dir, &data, &args).await }).await })??;
+            let (mbps, packets) = client_rt.block_on(async move { tokio::spawn(async move { run(&env, name, dir, &data, &args).await }).await })??;
             let after = cpu_seconds();
-            let m = Measure { mbps, server_cpu: (after.0 - before.0) / gib, client_cpu: (after.1 - before.1) / gib };
+            let m = Measure {
+                mbps,
+                server_cpu: (after.0 - before.0) / gib,
+                client_cpu: (after.1 - before.1) / gib,
+                server_ns_per_packet: ns_per(after.0 - before.0, packets.server.packets),
+                client_ns_per_packet: ns_per(after.1 - before.1, packets.client.packets),
+                packets,
+            };
             if !a.json {
                 eprintln!(
                     "{name:>13} {dir:<5} run {}/{}: {mbps:8.1} MB/s   CPU-s/GiB server {:.2} client {:.2}",
@@ -144,9 +157,23 @@ fn main() -> anyhow::Result<()> {
         let parts: Vec<String> = rows
             .iter()
             .map(|r| {
+                let (m, p) = (&r.median, &r.median.packets);
                 format!(
-                    "\"{}-{}\":{{\"mb_s\":{:.1},\"server_cpu_s_per_gib\":{:.3},\"client_cpu_s_per_gib\":{:.3}}}",
-                    r.name, r.dir, r.median.mbps, r.median.server_cpu, r.median.client_cpu
+                    "\"{}-{}\":{{\"mb_s\":{:.1},\"server_cpu_s_per_gib\":{:.3},\"client_cpu_s_per_gib\":{:.3},\
+                     \"server_ns_per_packet\":{:.0},\"client_ns_per_packet\":{:.0},\"server_packets\":{},\"client_packets\":{},\
+                     \"server_calls\":{},\"client_calls\":{},\"acks_per_data_packet\":{:.4}}}",
+                    r.name,
+                    r.dir,
+                    m.mbps,
+                    m.server_cpu,
+                    m.client_cpu,
+                    m.server_ns_per_packet,
+                    m.client_ns_per_packet,
+                    p.server.packets,
+                    p.client.packets,
+                    p.server.calls,
+                    p.client.calls,
+                    p.acks_per_data_packet(r.dir)
                 )
             })
             .collect();
@@ -171,6 +198,23 @@ fn main() -> anyhow::Result<()> {
         for &n in &systems {
             let cpu = |d| median(n, d).map(|m| format!("{:.2}/{:.2}", m.server_cpu, m.client_cpu)).unwrap_or_default();
             println!("{n:<14}{:>12.1}{:>12.1}   {}, {}", mbps(n, "write"), mbps(n, "read"), cpu("write"), cpu("read"));
+        }
+        println!(
+            "\nper packet (UDP datagrams; TCP segments)  CPU ns/packet   packets/syscall   ACKs per data packet"
+        );
+        println!("{:<14}{:<7}{:>16}{:>18}", "system", "", "server  client", "server  client");
+        for r in &rows {
+            let (m, p) = (&r.median, &r.median.packets);
+            println!(
+                "{:<14}{:<7}{:>8.0}{:>8.0}{:>10}{:>8}{:>12.3}",
+                r.name,
+                r.dir,
+                m.server_ns_per_packet,
+                m.client_ns_per_packet,
+                Measure::per_call(&p.server),
+                Measure::per_call(&p.client),
+                p.acks_per_data_packet(r.dir)
+            );
         }
         for d in ["write", "read"] {
             for base in ["raw-quic", "raw-quic-file", "smbq-tcp-enc"] {
@@ -199,8 +243,32 @@ const SERVER_THREADS: &str = "bench-server";
 #[derive(Clone, Copy)]
 struct Measure {
     mbps: f64,
+    /// CPU seconds per GiB.
     server_cpu: f64,
     client_cpu: f64,
+    server_ns_per_packet: f64,
+    client_ns_per_packet: f64,
+    packets: Packets,
+}
+
+impl Measure {
+    /// Packets per system call of either side ("-" when not counted).
+    fn per_call(s: &Side) -> String {
+        if s.calls == 0 {
+            "-".into()
+        } else {
+            format!("{:.1}", packets::ratio(s.packets, s.calls))
+        }
+    }
+}
+
+/// CPU nanoseconds per packet.
+fn ns_per(cpu_seconds: f64, packets: u64) -> f64 {
+    if packets == 0 {
+        0.0
+    } else {
+        cpu_seconds * 1e9 / packets as f64
+    }
 }
 
 struct Row {
@@ -278,14 +346,16 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let tcp = l.local_addr()?;
     tokio::spawn(smbq_transport::tcp::serve(l, server, std::future::pending()));
     // The ceiling: the same QUIC settings, no SMB.
-    let raw_ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(&id, &ClientAccess::default())?, &opts)?;
+    let raw_opts = QuicOptions { udp: Arc::default(), ..opts.clone() };
+    let raw_ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(&id, &ClientAccess::default())?, &raw_opts)?;
     let raw = raw_ep.local_addr()?;
     let fs = Arc::new(smbq_vfs::PosixFs::new(&dir.path().join("share"), false).map_err(|e| anyhow::anyhow!("{e:?}"))?);
     tokio::spawn(raw_server(raw_ep, fs));
     let (cert_path, key_path) = tls::default_paths(dir.path());
     let (cert_pem, key_pem) = (std::fs::read_to_string(cert_path)?, std::fs::read_to_string(key_path)?);
-    let s2n = s2n_raw_server(&cert_pem, &key_pem, max_udp_payload)?;
-    Ok(Env { quic: quic_addr, tcp, raw, s2n, cert_pem, cert, max_udp_payload, _dir: dir })
+    let s2n_counts = S2nCounts::default();
+    let s2n = s2n_raw_server(&cert_pem, &key_pem, max_udp_payload, s2n_counts.clone())?;
+    Ok(Env { quic: quic_addr, tcp, raw, s2n, cert_pem, cert, max_udp_payload, quic_udp: opts.udp, raw_udp: raw_opts.udp, s2n_counts, _dir: dir })
 }
 
 /// Raw bulk server: per stream, a 9-byte request: b'W' + length (sink that
@@ -390,14 +460,19 @@ fn s2n_io(max_udp_payload: u16) -> anyhow::Result<s2n_quic::provider::io::tokio:
 
 /// A second QUIC stack for the ceiling (ARCHITECTURE.md keeps the transport
 /// open to s2n-quic): the raw server's protocol, without the file variants.
-fn s2n_raw_server(cert_pem: &str, key_pem: &str, max_udp_payload: u16) -> anyhow::Result<SocketAddr> {
+fn s2n_raw_server(cert_pem: &str, key_pem: &str, max_udp_payload: u16, counts: S2nCounts) -> anyhow::Result<SocketAddr> {
     use bytes::Bytes;
     let tls = s2n_quic::provider::tls::rustls::Server::builder()
         .with_certificate(cert_pem, key_pem)
         .and_then(|b| b.with_application_protocols(["smb"].iter()))
         .and_then(|b| b.build())
         .map_err(|e| anyhow::anyhow!(e))?;
-    let mut server = s2n_quic::Server::builder().with_tls(tls)?.with_io(s2n_io(max_udp_payload)?)?.with_limits(s2n_limits()?)?.start()?;
+    let mut server = s2n_quic::Server::builder()
+        .with_tls(tls)?
+        .with_io(s2n_io(max_udp_payload)?)?
+        .with_limits(s2n_limits()?)?
+        .with_event(counts)?
+        .start()?;
     let addr = server.local_addr()?;
     tokio::spawn(async move {
         while let Some(mut conn) = server.accept().await {
@@ -444,7 +519,7 @@ fn s2n_raw_server(cert_pem: &str, key_pem: &str, max_udp_payload: u16) -> anyhow
     Ok(addr)
 }
 
-async fn s2n_raw_client(env: &Env, dir: &str, data: &bytes::Bytes, block: usize) -> anyhow::Result<f64> {
+async fn s2n_raw_client(env: &Env, dir: &str, data: &bytes::Bytes, block: usize) -> anyhow::Result<(f64, Side)> {
     use bytes::Bytes;
     let size = data.len();
     let tls = s2n_quic::provider::tls::rustls::Client::builder()
@@ -453,7 +528,13 @@ async fn s2n_raw_client(env: &Env, dir: &str, data: &bytes::Bytes, block: usize)
         .with_application_protocols(["smb"].iter())?
         .build()
         .map_err(|e| anyhow::anyhow!(e))?;
-    let client = s2n_quic::Client::builder().with_tls(tls)?.with_io(s2n_io(env.max_udp_payload)?)?.with_limits(s2n_limits()?)?.start()?;
+    let counts = S2nCounts::default();
+    let client = s2n_quic::Client::builder()
+        .with_tls(tls)?
+        .with_io(s2n_io(env.max_udp_payload)?)?
+        .with_limits(s2n_limits()?)?
+        .with_event(counts.clone())?
+        .start()?;
     let mut conn = client.connect(s2n_quic::client::Connect::new(env.s2n).with_server_name("localhost")).await?;
     let (mut rx, mut tx) = conn.open_bidirectional_stream().await?.split();
     let mut req = vec![if dir == "write" { b'W' } else { b'R' }];
@@ -483,7 +564,7 @@ async fn s2n_raw_client(env: &Env, dir: &str, data: &bytes::Bytes, block: usize)
     }
     let secs = t.elapsed().as_secs_f64();
     conn.close(0u32.into());
-    Ok(size as f64 / secs / 1e6)
+    Ok((size as f64 / secs / 1e6, counts.side()))
 }
 
 fn target(env: &Env, addr: SocketAddr) -> QuicTarget<'static> {
@@ -492,14 +573,35 @@ fn target(env: &Env, addr: SocketAddr) -> QuicTarget<'static> {
     QuicTarget { max_udp_payload: env.max_udp_payload, ..QuicTarget::new(addr, "localhost", roots) }
 }
 
-async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) -> anyhow::Result<f64> {
+/// One run: its rate (MB/s) and both sides' packet counts.
+async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) -> anyhow::Result<(f64, Packets)> {
     let size = data.len();
     let block = a.block_kib << 10;
     if name == "raw-s2n-quic" {
-        return s2n_raw_client(env, dir, data, block).await;
+        let before = env.s2n_counts.side();
+        let (mbps, client) = s2n_raw_client(env, dir, data, block).await?;
+        let after = env.s2n_counts.side();
+        let server = Side {
+            packets: after.packets - before.packets,
+            calls: after.calls - before.calls,
+            acks_sent: after.acks_sent - before.acks_sent,
+            sent: after.sent - before.sent,
+        };
+        return Ok((mbps, Packets { server, client }));
     }
+    let server_udp = if name == "smbq-quic" { &env.quic_udp } else { &env.raw_udp };
+    let before = server_udp.get();
+    // The client's view of a quinn connection, and the server's socket.
+    let quinn_packets = |client: &smbq_udp::Counters, conn: &quinn::Connection| {
+        let st = conn.stats();
+        Packets {
+            server: Side::from_udp(server_udp.get() - before, st.frame_rx.acks),
+            client: Side::from_udp(client.get(), st.frame_tx.acks),
+        }
+    };
     if name.starts_with("raw-quic") {
-        let ep = smbq_client::quic_endpoint(&target(env, env.raw))?;
+        let tgt = target(env, env.raw);
+        let ep = smbq_client::quic_endpoint(&tgt)?;
         let conn = ep.connect(env.raw, "localhost")?.await?;
         let (mut send, mut recv) = conn.open_bi().await?;
         let mut req = vec![if dir == "write" { b'W' } else { b'R' }];
@@ -529,12 +631,15 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
         }
         let secs = t.elapsed().as_secs_f64();
         debug_stats(name, dir, &conn);
+        let p = quinn_packets(&tgt.udp, &conn);
         conn.close(0u32.into(), b"");
         ep.wait_idle().await;
-        return Ok(size as f64 / secs / 1e6);
+        return Ok((size as f64 / secs / 1e6, p));
     }
+    let t = target(env, env.quic);
+    let client_udp = t.udp.clone();
     let mut c = if name == "smbq-quic" {
-        Client::connect_quic(target(env, env.quic)).await?
+        Client::connect_quic(t).await?
     } else {
         Client::connect_tcp(env.tcp).await?
     };
@@ -544,10 +649,10 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
     if name == "smbq-quic" && (c.core.transforms_sent > 0 || !c.core.transport_security) {
         bail!("QUIC run is SMB-encrypted");
     }
-    let t;
+    let start;
     if dir == "write" {
         let (fid, _) = c.create(&format!("{name}.bin"), disposition::OPEN, 0).await?;
-        t = Instant::now();
+        start = Instant::now();
         c.write_pipelined(fid, data, block, a.depth).await?;
         c.close(fid).await?;
     } else {
@@ -556,7 +661,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
             bail!("{name}.bin has {} bytes, wanted {size}", r.end_of_file);
         }
         let mut ok = true;
-        t = Instant::now();
+        start = Instant::now();
         c.read_pipelined(fid, size as u64, block as u32, a.depth, |off, chunk| {
             let o = off as usize;
             ok &= data.get(o..o + chunk.len()) == Some(chunk);
@@ -567,14 +672,18 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
             bail!("{name}: data read back differs");
         }
     }
-    let secs = t.elapsed().as_secs_f64();
-    if let Some((_, conn)) = &c.quic {
-        debug_stats(name, dir, conn);
-    }
+    let secs = start.elapsed().as_secs_f64();
+    let p = match &c.quic {
+        Some((_, conn)) => {
+            debug_stats(name, dir, conn);
+            quinn_packets(&client_udp, conn)
+        }
+        None => c.tcp_fd().map(packets::tcp_packets).unwrap_or_default(),
+    };
     if name == "smbq-tcp-enc" && c.core.transforms_received == 0 {
         bail!("TCP run was not encrypted");
     }
-    Ok(size as f64 / secs / 1e6)
+    Ok((size as f64 / secs / 1e6, p))
 }
 
 /// With SMBQ_BENCH_DEBUG set, the client's view of a QUIC connection:

@@ -66,11 +66,13 @@ pub struct QuicTarget<'a> {
     pub receive_window: u32,
     /// Upper bound for path MTU discovery (UDP payload bytes).
     pub max_udp_payload: u16,
+    /// What the endpoint's UDP socket does (calls, datagrams, bytes).
+    pub udp: Arc<smbq_udp::Counters>,
 }
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::MAX_DATAGRAM }
+        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::MAX_DATAGRAM, udp: Arc::default() }
     }
 }
 
@@ -80,6 +82,15 @@ impl Client {
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
         Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None })
+    }
+
+    /// The TCP socket's descriptor, when on TCP (to read its TCP_INFO).
+    pub fn tcp_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        match &self.wr {
+            Writer::Tcp(w) => Some(w.as_ref().as_raw_fd()),
+            Writer::Quic(_) => None,
+        }
     }
 
     /// TLS 1.3 with ALPN "smb", then one bidirectional stream (MS-SMB2 2.1).
@@ -314,13 +325,16 @@ impl Client {
     }
 
     /// Read `size` bytes from offset 0 in `chunk`-byte READs with up to
-    /// `depth` outstanding; calls `sink` with the data in offset order, in
-    /// pieces (over QUIC, the chunks quinn received it in).
+    /// `depth` outstanding; calls `sink` with each piece and its offset
+    /// (over QUIC, the chunks quinn received it in). A server may answer
+    /// in any order (MS-SMB2 3.2.5.1 matches a response to its request by
+    /// MessageId), so pieces of different READs come in the order their
+    /// answers do; those of one READ come in order.
     pub async fn read_pipelined(&mut self, fid: FileId, size: u64, chunk: u32, depth: usize, mut sink: impl FnMut(u64, &[u8])) -> Result<(), ClientError> {
         let chunk = chunk.max(1);
         let n = size.div_ceil(u64::from(chunk));
         let (mut sent, mut done) = (0u64, 0u64);
-        let mut ids = std::collections::VecDeque::new();
+        let mut ids = Vec::new();
         while done < n {
             while sent < n && sent - done < depth.max(1) as u64 {
                 let off = sent * u64::from(chunk);
@@ -330,15 +344,15 @@ impl Client {
                 req.encode(&mut b);
                 let (id, m) = self.core.request(Command::READ, charge(len as usize), &b);
                 self.send(m).await?;
-                ids.push_back((id, off));
+                ids.push((id, off));
                 sent += 1;
             }
             let (r, tail) = self.recv_parts().await?;
             let h = check(&r, Command::READ)?;
-            let (id, off) = ids.pop_front().unwrap_or_default();
-            if h.message_id != id {
-                return Err(ClientError::Protocol(format!("READ answers out of order: {} for {id}", h.message_id)));
-            }
+            let Some(at) = ids.iter().position(|&(id, _)| id == h.message_id) else {
+                return Err(ClientError::Protocol(format!("READ answer for message {} that is not outstanding", h.message_id)));
+            };
+            let (_, off) = ids.swap_remove(at);
             let more = tail.iter().map(Bytes::len).sum();
             let (data, len) = smbq_wire::read::decode_response_head(&r, more).map_err(|e| ClientError::Protocol(e.to_string()))?;
             let mut at = off;
@@ -388,7 +402,7 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     let mut ec = quinn::EndpointConfig::default();
     let _ = ec.max_udp_payload_size(t.max_udp_payload.max(1200));
     let socket = smbq_udp::socket(bind, smbq_udp::DEFAULT_BUFFER)?;
-    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_udp::Runtime))?;
+    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_udp::Runtime { counters: t.udp.clone() }))?;
     ep.set_default_client_config(cfg);
     Ok(ep)
 }

@@ -40,6 +40,8 @@ pub struct QuicOptions {
     /// only pays where the path allows it (jumbo frames, loopback); probes
     /// elsewhere simply fail and the usual ~1452 stays. See [`smbq_udp`].
     pub max_udp_payload: u16,
+    /// What the endpoint's UDP socket does (calls, datagrams, bytes).
+    pub udp: Arc<smbq_udp::Counters>,
 }
 
 impl Default for QuicOptions {
@@ -54,6 +56,7 @@ impl Default for QuicOptions {
             handshake_timeout: Duration::from_secs(10),
             send_timeout: SEND_TIMEOUT,
             max_udp_payload: smbq_udp::MAX_DATAGRAM,
+            udp: Arc::default(),
         }
     }
 }
@@ -81,7 +84,7 @@ pub fn endpoint(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions)
     sc.transport_config(Arc::new(transport_config(opts)));
     sc.migration(true);
     let socket = smbq_udp::socket(addr, opts.udp_buffer)?;
-    Endpoint::new(endpoint_config(opts), Some(sc), socket, Arc::new(smbq_udp::Runtime))
+    Endpoint::new(endpoint_config(opts), Some(sc), socket, Arc::new(smbq_udp::Runtime { counters: opts.udp.clone() }))
 }
 
 /// Accept datagrams as large as MTU discovery may reach (quinn's default

@@ -32,6 +32,7 @@ use std::future::Future;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -101,10 +102,66 @@ fn set_force(s: &Socket, opt: libc::c_int, size: usize) -> bool {
     r == 0
 }
 
+/// What an endpoint's UDP socket did: system calls, datagrams and bytes
+/// each way (a GSO send or GRO receive of n datagrams is one call and n
+/// datagrams). quinn's own statistics count a receive call per datagram;
+/// these count what the kernel saw. Relaxed atomics, one add per call.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub tx_calls: AtomicU64,
+    pub tx_datagrams: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    pub rx_calls: AtomicU64,
+    pub rx_datagrams: AtomicU64,
+    pub rx_bytes: AtomicU64,
+}
+
+/// A copy of [`Counters`] at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub tx_calls: u64,
+    pub tx_datagrams: u64,
+    pub tx_bytes: u64,
+    pub rx_calls: u64,
+    pub rx_datagrams: u64,
+    pub rx_bytes: u64,
+}
+
+impl Counters {
+    pub fn get(&self) -> Counts {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Counts {
+            tx_calls: g(&self.tx_calls),
+            tx_datagrams: g(&self.tx_datagrams),
+            tx_bytes: g(&self.tx_bytes),
+            rx_calls: g(&self.rx_calls),
+            rx_datagrams: g(&self.rx_datagrams),
+            rx_bytes: g(&self.rx_bytes),
+        }
+    }
+}
+
+impl std::ops::Sub for Counts {
+    type Output = Counts;
+    fn sub(self, b: Counts) -> Counts {
+        Counts {
+            tx_calls: self.tx_calls - b.tx_calls,
+            tx_datagrams: self.tx_datagrams - b.tx_datagrams,
+            tx_bytes: self.tx_bytes - b.tx_bytes,
+            rx_calls: self.rx_calls - b.rx_calls,
+            rx_datagrams: self.rx_datagrams - b.rx_datagrams,
+            rx_bytes: self.rx_bytes - b.rx_bytes,
+        }
+    }
+}
+
 /// quinn's tokio runtime, with sockets that split GSO batches above
-/// [`MAX_DATAGRAM`] bytes into sends the kernel takes.
-#[derive(Debug)]
-pub struct Runtime;
+/// [`MAX_DATAGRAM`] bytes into sends the kernel takes, and count their
+/// calls in `counters`.
+#[derive(Debug, Default)]
+pub struct Runtime {
+    pub counters: Arc<Counters>,
+}
 
 impl quinn::Runtime for Runtime {
     fn new_timer(&self, i: Instant) -> Pin<Box<dyn AsyncTimer>> {
@@ -116,12 +173,24 @@ impl quinn::Runtime for Runtime {
     }
 
     fn wrap_udp_socket(&self, t: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
-        Ok(Arc::new(SplitGso(quinn::TokioRuntime.wrap_udp_socket(t)?)))
+        Ok(Arc::new(SplitGso(quinn::TokioRuntime.wrap_udp_socket(t)?, self.counters.clone())))
     }
 }
 
 #[derive(Debug)]
-struct SplitGso(Arc<dyn AsyncUdpSocket>);
+struct SplitGso(Arc<dyn AsyncUdpSocket>, Arc<Counters>);
+
+impl SplitGso {
+    fn send(&self, t: &Transmit) -> io::Result<()> {
+        self.0.try_send(t)?;
+        let c = &self.1;
+        c.tx_calls.fetch_add(1, Ordering::Relaxed);
+        let n = t.segment_size.map_or(1, |s| t.contents.len().div_ceil(s.max(1)));
+        c.tx_datagrams.fetch_add(n as u64, Ordering::Relaxed);
+        c.tx_bytes.fetch_add(t.contents.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
 
 impl AsyncUdpSocket for SplitGso {
     fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
@@ -137,11 +206,11 @@ impl AsyncUdpSocket for SplitGso {
             .segment_size
             .filter(|_| t.contents.len() > usize::from(MAX_DATAGRAM))
         else {
-            return self.0.try_send(t);
+            return self.send(t);
         };
         let per_send = (usize::from(MAX_DATAGRAM) / seg).max(1) * seg;
         for contents in t.contents.chunks(per_send) {
-            self.0.try_send(&Transmit { contents, ..*t })?;
+            self.send(&Transmit { contents, ..*t })?;
         }
         Ok(())
     }
@@ -152,7 +221,16 @@ impl AsyncUdpSocket for SplitGso {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
-        self.0.poll_recv(cx, bufs, meta)
+        let r = self.0.poll_recv(cx, bufs, meta);
+        if let Poll::Ready(Ok(n)) = r {
+            let c = &self.1;
+            c.rx_calls.fetch_add(1, Ordering::Relaxed);
+            for m in &meta[..n] {
+                c.rx_datagrams.fetch_add(m.len.div_ceil(m.stride.max(1)) as u64, Ordering::Relaxed);
+                c.rx_bytes.fetch_add(m.len as u64, Ordering::Relaxed);
+            }
+        }
+        r
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -221,7 +299,8 @@ mod tests {
         // to quinn it is lost.
         send(&plain, &t).await.expect("plain send");
 
-        let split = Runtime
+        let counted = Runtime::default();
+        let split = counted
             .wrap_udp_socket(socket("127.0.0.1:0".parse().expect("addr"), 1 << 20).expect("socket"))
             .expect("wrap");
         send(&split, &t).await.expect("split send");
@@ -236,5 +315,8 @@ mod tests {
             rx.recv(&mut buf).is_err(),
             "more than the split batch arrived"
         );
+        // Eight datagrams fit one 65,507-byte send, the other two a second.
+        let c = counted.counters.get();
+        assert_eq!((c.tx_calls, c.tx_datagrams, c.tx_bytes), (2, 10, 80_000));
     }
 }
