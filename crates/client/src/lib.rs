@@ -68,11 +68,12 @@ pub struct QuicTarget<'a> {
     pub max_udp_payload: u16,
     /// What the endpoint's UDP socket does (calls, datagrams, bytes).
     pub udp: Arc<smbq_udp::Counters>,
+    pub congestion: smbq_udp::Congestion,
 }
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::MAX_DATAGRAM, udp: Arc::default() }
+        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::MAX_DATAGRAM, udp: Arc::default(), congestion: smbq_udp::Congestion::default() }
     }
 }
 
@@ -397,6 +398,7 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     let mut mtu = quinn::MtuDiscoveryConfig::default();
     mtu.upper_bound(t.max_udp_payload);
     transport.mtu_discovery_config(Some(mtu));
+    transport.congestion_controller_factory(t.congestion.factory());
     cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
     let mut ec = quinn::EndpointConfig::default();

@@ -32,6 +32,7 @@
 //! stream_window = 67108864
 //! connection_window = 134217728
 //! udp_buffer = 8388608
+//! congestion = "cubic"         # or "bbr", "newreno"
 //! require_client_cert = false
 //! client_fingerprints = ["AB:CD:..."]   # SHA-256 of allowed client certificates
 //! client_ca = "/etc/smbq/clients-ca.pem"
@@ -78,6 +79,7 @@ pub struct QuicSection {
     pub stream_window: u64,
     pub connection_window: u64,
     pub udp_buffer: usize,
+    pub congestion: String,
     pub require_client_cert: bool,
     pub client_fingerprints: Vec<String>,
     pub client_ca: Option<PathBuf>,
@@ -93,6 +95,7 @@ impl Default for QuicSection {
             stream_window: d.stream_window,
             connection_window: d.connection_window,
             udp_buffer: d.udp_buffer,
+            congestion: "cubic".into(),
             require_client_cert: false,
             client_fingerprints: Vec::new(),
             client_ca: None,
@@ -111,7 +114,9 @@ impl QuicSection {
         range("stream_window", self.stream_window, 65536, 1 << 32)?;
         range("connection_window", self.connection_window, self.stream_window, 1 << 33)?;
         range("udp_buffer", self.udp_buffer as u64, 65536, 1 << 30)?;
+        let congestion = self.congestion.parse().map_err(|e| format!("[quic_options] congestion: {e}"))?;
         Ok(QuicOptions {
+            congestion,
             idle_timeout: Duration::from_secs(self.idle_timeout_secs),
             keep_alive: (self.keep_alive_secs > 0).then(|| Duration::from_secs(self.keep_alive_secs)),
             stream_window: self.stream_window,
@@ -229,7 +234,10 @@ mod tests {
         assert!(c.quic_options.require_client_cert);
         assert!(c.quic_options.transport_security, "defaults fill the rest of the table");
         assert_eq!(c.quic_options.options().unwrap().keep_alive, None);
-        for bad in ["idle_timeout_secs = 0", "keep_alive_secs = 500", "stream_window = 10", "udp_buffer = 1"] {
+        assert_eq!(c.quic_options.options().unwrap().congestion, smbq_transport::quic::Congestion::Cubic);
+        let bbr: FileConfig = toml::from_str("[quic_options]\ncongestion = \"bbr\"\n").unwrap();
+        assert_eq!(bbr.quic_options.options().unwrap().congestion, smbq_transport::quic::Congestion::Bbr);
+        for bad in ["idle_timeout_secs = 0", "keep_alive_secs = 500", "stream_window = 10", "udp_buffer = 1", "congestion = \"reno\""] {
             let c: FileConfig = toml::from_str(&format!("[quic_options]\n{bad}\n")).unwrap();
             let e = c.quic_options.options().expect_err(bad);
             assert!(e.contains(bad.split(' ').next().unwrap()), "{e}");

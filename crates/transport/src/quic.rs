@@ -9,6 +9,7 @@
 
 use crate::{serve_framed, FrameWriter, Source, SEND_TIMEOUT};
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
+pub use smbq_udp::Congestion;
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,6 +43,7 @@ pub struct QuicOptions {
     pub max_udp_payload: u16,
     /// What the endpoint's UDP socket does (calls, datagrams, bytes).
     pub udp: Arc<smbq_udp::Counters>,
+    pub congestion: Congestion,
 }
 
 impl Default for QuicOptions {
@@ -57,6 +59,7 @@ impl Default for QuicOptions {
             send_timeout: SEND_TIMEOUT,
             max_udp_payload: smbq_udp::MAX_DATAGRAM,
             udp: Arc::default(),
+            congestion: Congestion::default(),
         }
     }
 }
@@ -74,6 +77,7 @@ pub fn transport_config(opts: &QuicOptions) -> TransportConfig {
     let mut mtu = quinn::MtuDiscoveryConfig::default();
     mtu.upper_bound(opts.max_udp_payload);
     t.mtu_discovery_config(Some(mtu));
+    t.congestion_controller_factory(opts.congestion.factory());
     t
 }
 

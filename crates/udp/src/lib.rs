@@ -11,11 +11,15 @@
 //!   protection, ACK and loss bookkeeping) then happens once per 64 KiB
 //!   instead of once per 1.4–6.5 KiB. A raw quinn transfer went from about
 //!   0.9–1.0 to about 1.3–1.5 GB/s, at 0.65–0.75 instead of 1.0–1.3 CPU
-//!   seconds per GiB and side. quinn hands the kernel up to 10 datagrams
-//!   in one GSO send, and one UDP send carries at most [`MAX_DATAGRAM`]
-//!   bytes, so [`Runtime`] splits larger batches into sends that fit;
-//!   otherwise every batched send of large datagrams fails, MTU discovery
-//!   reads that as a black hole and the path drops to 1200 bytes.
+//!   seconds per GiB and side. One UDP send carries at most
+//!   [`MAX_DATAGRAM`] bytes; our quinn (third_party/quinn) keeps its GSO
+//!   batches within that, and [`Runtime`] splits any larger batch (the
+//!   released quinn's, up to 10 datagrams of any size) into sends that
+//!   fit; otherwise every batched send of large datagrams fails, MTU
+//!   discovery reads that as a black hole and the path drops to 1200
+//!   bytes.
+//! - **Counts** of system calls, datagrams and bytes each way
+//!   ([`Counters`]), for `smbq-bench`'s per-packet figures.
 //!
 //! On other paths MTU discovery (RFC 9000 section 14.3, DPLPMTUD) probes
 //! up to [`MAX_DATAGRAM`], the probes that the path cannot carry are lost,
@@ -155,6 +159,44 @@ impl std::ops::Sub for Counts {
     }
 }
 
+/// The congestion controller of a QUIC endpoint's connections (quinn's
+/// three). CUBIC (RFC 9438) is the default, as on Linux TCP; BBR (quinn's
+/// is experimental) keeps queues short on paths with deep buffers;
+/// NewReno (RFC 9002 section 7) is QUIC's reference.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Congestion {
+    #[default]
+    Cubic,
+    Bbr,
+    NewReno,
+}
+
+impl Congestion {
+    pub const NAMES: &'static str = "cubic, bbr or newreno";
+
+    /// quinn's factory for this controller.
+    pub fn factory(self) -> Arc<dyn quinn::congestion::ControllerFactory + Send + Sync> {
+        use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
+        match self {
+            Congestion::Cubic => Arc::new(CubicConfig::default()),
+            Congestion::Bbr => Arc::new(BbrConfig::default()),
+            Congestion::NewReno => Arc::new(NewRenoConfig::default()),
+        }
+    }
+}
+
+impl std::str::FromStr for Congestion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "cubic" => Ok(Congestion::Cubic),
+            "bbr" => Ok(Congestion::Bbr),
+            "newreno" => Ok(Congestion::NewReno),
+            _ => Err(format!("unknown congestion controller {s:?} (expected {})", Congestion::NAMES)),
+        }
+    }
+}
+
 /// quinn's tokio runtime, with sockets that split GSO batches above
 /// [`MAX_DATAGRAM`] bytes into sends the kernel takes, and count their
 /// calls in `counters`.
@@ -254,6 +296,15 @@ impl AsyncUdpSocket for SplitGso {
 mod tests {
     use super::*;
     use quinn::Runtime as _;
+
+    #[test]
+    fn congestion_controllers_by_name() {
+        assert_eq!("cubic".parse(), Ok(Congestion::Cubic));
+        assert_eq!("BBR".parse(), Ok(Congestion::Bbr));
+        assert_eq!("newreno".parse(), Ok(Congestion::NewReno));
+        let e = "reno".parse::<Congestion>().unwrap_err();
+        assert!(e.contains("cubic, bbr or newreno"), "{e}");
+    }
 
     /// Send as quinn does: wait until the socket is writable, then try.
     async fn send(s: &Arc<dyn AsyncUdpSocket>, t: &Transmit<'_>) -> io::Result<()> {
