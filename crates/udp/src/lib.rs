@@ -302,7 +302,7 @@ mod tests {
         assert_eq!("cubic".parse(), Ok(Congestion::Cubic));
         assert_eq!("BBR".parse(), Ok(Congestion::Bbr));
         assert_eq!("newreno".parse(), Ok(Congestion::NewReno));
-        let e = "reno".parse::<Congestion>().unwrap_err();
+        let e = "reno".parse::<Congestion>().expect_err("reno is not one of quinn's");
         assert!(e.contains("cubic, bbr or newreno"), "{e}");
     }
 
