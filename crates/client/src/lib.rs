@@ -399,6 +399,7 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     mtu.upper_bound(t.max_udp_payload);
     transport.mtu_discovery_config(Some(mtu));
     transport.congestion_controller_factory(t.congestion.factory());
+    transport.ack_frequency_config(Some(smbq_udp::ack_frequency()));
     cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
     let mut ec = quinn::EndpointConfig::default();

@@ -33,6 +33,7 @@
 //! connection_window = 134217728
 //! udp_buffer = 8388608
 //! congestion = "cubic"         # or "bbr", "newreno"
+//! endpoints = 2                # QUIC endpoints on the port (SO_REUSEPORT, steered by connection ID); default: cores, at most 8
 //! require_client_cert = false
 //! client_fingerprints = ["AB:CD:..."]   # SHA-256 of allowed client certificates
 //! client_ca = "/etc/smbq/clients-ca.pem"
@@ -80,6 +81,7 @@ pub struct QuicSection {
     pub connection_window: u64,
     pub udp_buffer: usize,
     pub congestion: String,
+    pub endpoints: usize,
     pub require_client_cert: bool,
     pub client_fingerprints: Vec<String>,
     pub client_ca: Option<PathBuf>,
@@ -96,6 +98,7 @@ impl Default for QuicSection {
             connection_window: d.connection_window,
             udp_buffer: d.udp_buffer,
             congestion: "cubic".into(),
+            endpoints: d.endpoints,
             require_client_cert: false,
             client_fingerprints: Vec::new(),
             client_ca: None,
@@ -114,6 +117,7 @@ impl QuicSection {
         range("stream_window", self.stream_window, 65536, 1 << 32)?;
         range("connection_window", self.connection_window, self.stream_window, 1 << 33)?;
         range("udp_buffer", self.udp_buffer as u64, 65536, 1 << 30)?;
+        range("endpoints", self.endpoints as u64, 1, smbq_transport::quic::MAX_ENDPOINTS as u64)?;
         let congestion = self.congestion.parse().map_err(|e| format!("[quic_options] congestion: {e}"))?;
         Ok(QuicOptions {
             congestion,
@@ -122,6 +126,7 @@ impl QuicSection {
             stream_window: self.stream_window,
             connection_window: self.connection_window,
             udp_buffer: self.udp_buffer,
+            endpoints: self.endpoints,
             ..QuicOptions::default()
         })
     }
@@ -237,7 +242,7 @@ mod tests {
         assert_eq!(c.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Cubic));
         let bbr: FileConfig = toml::from_str("[quic_options]\ncongestion = \"bbr\"\n").expect("bbr parses");
         assert_eq!(bbr.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Bbr));
-        for bad in ["idle_timeout_secs = 0", "keep_alive_secs = 500", "stream_window = 10", "udp_buffer = 1", "congestion = \"reno\""] {
+        for bad in ["idle_timeout_secs = 0", "keep_alive_secs = 500", "stream_window = 10", "udp_buffer = 1", "congestion = \"reno\"", "endpoints = 0", "endpoints = 257"] {
             let c: FileConfig = toml::from_str(&format!("[quic_options]\n{bad}\n")).unwrap();
             let e = c.quic_options.options().expect_err(bad);
             assert!(e.contains(bad.split(' ').next().unwrap()), "{e}");

@@ -170,11 +170,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             tasks.push(tokio::spawn(smbq_transport::tcp::serve(listener, server.clone(), stopped(stop_rx.clone()))));
         }
         if let Some(tls) = tls_config {
-            let endpoint = bind_quic(args.quic.or(file.quic), tls, &quic_opts)?;
-            let addr = endpoint.local_addr()?;
-            eprintln!("listening on quic {addr}");
+            let endpoints = bind_quic(args.quic.or(file.quic), tls, &quic_opts)?;
+            let addr = endpoints[0].local_addr()?;
+            eprintln!("listening on quic {addr} ({} endpoints)", endpoints.len());
             addrs.push(("quic", addr));
-            tasks.push(tokio::spawn(quic::serve(endpoint, server.clone(), quic_opts.clone(), stopped(stop_rx.clone()))));
+            for endpoint in endpoints {
+                tasks.push(tokio::spawn(quic::serve(endpoint, server.clone(), quic_opts.clone(), stopped(stop_rx.clone()))));
+            }
         }
         print_hints(&server, &addrs, &users_path, first_user.as_ref());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -228,16 +230,16 @@ async fn bind_tcp(addr: Option<SocketAddr>) -> anyhow::Result<tokio::net::TcpLis
     }
 }
 
-fn bind_quic(addr: Option<SocketAddr>, tls: rustls::ServerConfig, opts: &quic::QuicOptions) -> anyhow::Result<quinn::Endpoint> {
+fn bind_quic(addr: Option<SocketAddr>, tls: rustls::ServerConfig, opts: &quic::QuicOptions) -> anyhow::Result<Vec<quinn::Endpoint>> {
     if let Some(a) = addr {
-        return quic::endpoint(a, tls, opts).with_context(|| format!("binding quic (udp) {a}"));
+        return quic::endpoints(a, tls, opts).with_context(|| format!("binding quic (udp) {a}"));
     }
     let default: SocketAddr = ([0, 0, 0, 0], 443).into();
-    match quic::endpoint(default, tls.clone(), opts) {
+    match quic::endpoints(default, tls.clone(), opts) {
         Ok(e) => Ok(e),
         Err(e) => {
             warn!("cannot bind udp port 443 ({e}); using 8443");
-            quic::endpoint(([0, 0, 0, 0], 8443).into(), tls, opts).context("binding quic (udp) 0.0.0.0:8443")
+            quic::endpoints(([0, 0, 0, 0], 8443).into(), tls, opts).context("binding quic (udp) 0.0.0.0:8443")
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::{serve_framed, FrameWriter, Source, SEND_TIMEOUT};
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
-pub use smbq_udp::Congestion;
+pub use smbq_udp::{reuseport::MAX_ENDPOINTS, Congestion};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,6 +44,11 @@ pub struct QuicOptions {
     /// What the endpoint's UDP socket does (calls, datagrams, bytes).
     pub udp: Arc<smbq_udp::Counters>,
     pub congestion: Congestion,
+    /// QUIC endpoints on the port, each with its own UDP socket in one
+    /// SO_REUSEPORT group, steered by connection ID
+    /// ([`smbq_udp::reuseport`]): connections spread over that many
+    /// endpoint drivers, and so over cores.
+    pub endpoints: usize,
 }
 
 impl Default for QuicOptions {
@@ -60,6 +65,7 @@ impl Default for QuicOptions {
             max_udp_payload: smbq_udp::MAX_DATAGRAM,
             udp: Arc::default(),
             congestion: Congestion::default(),
+            endpoints: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
         }
     }
 }
@@ -78,17 +84,35 @@ pub fn transport_config(opts: &QuicOptions) -> TransportConfig {
     mtu.upper_bound(opts.max_udp_payload);
     t.mtu_discovery_config(Some(mtu));
     t.congestion_controller_factory(opts.congestion.factory());
+    t.ack_frequency_config(Some(smbq_udp::ack_frequency()));
     t
 }
 
-/// A QUIC endpoint serving SMB on `addr`.
-pub fn endpoint(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions) -> std::io::Result<Endpoint> {
+/// `opts.endpoints` QUIC endpoints serving SMB on `addr`, one port (that
+/// of the first when `addr`'s is 0); serve each with [`serve`].
+pub fn endpoints(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions) -> std::io::Result<Vec<Endpoint>> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(std::io::Error::other)?;
     let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     sc.transport_config(Arc::new(transport_config(opts)));
     sc.migration(true);
-    let socket = smbq_udp::socket(addr, opts.udp_buffer)?;
-    Endpoint::new(endpoint_config(opts), Some(sc), socket, Arc::new(smbq_udp::Runtime { counters: opts.udp.clone() }))
+    let n = opts.endpoints.max(1);
+    let sockets = smbq_udp::reuseport::sockets(addr, opts.udp_buffer, n)?;
+    let runtime = Arc::new(smbq_udp::Runtime { counters: opts.udp.clone() });
+    sockets
+        .into_iter()
+        .enumerate()
+        .map(|(i, socket)| {
+            let mut ec = endpoint_config(opts);
+            ec.cid_generator(move || Box::new(smbq_udp::reuseport::SteeringCids::new(i, n)));
+            Endpoint::new(ec, Some(sc.clone()), socket, runtime.clone())
+        })
+        .collect()
+}
+
+/// One QUIC endpoint serving SMB on `addr` ([`endpoints`] with one).
+pub fn endpoint(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions) -> std::io::Result<Endpoint> {
+    let mut v = endpoints(addr, tls, &QuicOptions { endpoints: 1, ..opts.clone() })?;
+    v.pop().ok_or_else(|| std::io::Error::other("no endpoint"))
 }
 
 /// Accept datagrams as large as MTU discovery may reach (quinn's default

@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 struct Running {
     addr: SocketAddr,
     tcp: SocketAddr,
-    /// The server's QUIC endpoint (to count its connections).
-    ep: quinn::Endpoint,
+    /// The server's QUIC endpoints on the port (to count connections).
+    eps: Vec<quinn::Endpoint>,
     cert: rustls::pki_types::CertificateDer<'static>,
     stop: Option<oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
@@ -47,21 +47,31 @@ async fn start_with(share_encrypt: EncryptPolicy, access: ClientAccess, opts: Qu
     let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
     let cert = id.chain[0].clone();
     let tls_cfg = tls::server_config(&id, &access).unwrap();
-    let ep = quic::endpoint("127.0.0.1:0".parse().unwrap(), tls_cfg, &opts).unwrap();
-    let addr = ep.local_addr().unwrap();
+    let eps = quic::endpoints("127.0.0.1:0".parse().unwrap(), tls_cfg, &opts).unwrap();
+    assert_eq!(eps.len(), opts.endpoints);
+    let addr = eps[0].local_addr().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let tcp = listener.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();
-    let (tcp_stop, tcp_rx) = oneshot::channel::<()>();
-    let server_ep = ep.clone();
-    tokio::spawn(quic::serve(ep, server.clone(), opts, async move {
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
         let _ = rx.await;
-        let _ = tcp_stop.send(());
-    }));
-    tokio::spawn(smbq_transport::tcp::serve(listener, server, async move {
-        let _ = tcp_rx.await;
-    }));
-    Running { addr, tcp, ep: server_ep, cert, stop: Some(stop), _dir: dir }
+        let _ = stopping.send(true);
+    });
+    let until_stopped = |mut w: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = w.wait_for(|s| *s).await;
+    };
+    for ep in &eps {
+        tokio::spawn(quic::serve(ep.clone(), server.clone(), opts.clone(), until_stopped(stopped.clone())));
+    }
+    tokio::spawn(smbq_transport::tcp::serve(listener, server, until_stopped(stopped)));
+    Running { addr, tcp, eps, cert, stop: Some(stop), _dir: dir }
+}
+
+impl Running {
+    fn open_connections(&self) -> usize {
+        self.eps.iter().map(|e| e.open_connections()).sum()
+    }
 }
 
 fn roots(cert: &rustls::pki_types::CertificateDer<'static>) -> rustls::RootCertStore {
@@ -214,9 +224,13 @@ async fn client_certificates_allowed_by_ca() {
     assert!(refused, "a certificate from no allowed CA is refused");
 }
 
+/// With four endpoints on the port, a client that takes a new port six
+/// times during a transfer still reaches the endpoint that has its
+/// connection: datagrams are steered by connection ID, not by address
+/// (by address, each new port would find it with a chance of 1 in 4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_rebinding_mid_transfer_finishes_byte_exact() {
-    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions { endpoints: 4, ..QuicOptions::default() }).await;
     let mut c = quic_client(&s).await.unwrap();
     session(&mut c, true).await;
     let size = 32 << 20;
@@ -224,7 +238,7 @@ async fn client_rebinding_mid_transfer_finishes_byte_exact() {
     let (fid, _) = c.create("migrate.bin", disposition::OVERWRITE_IF, 0).await.unwrap();
     let before = c.quic.as_ref().unwrap().0.local_addr().unwrap();
     for (i, chunk) in data.chunks(1 << 20).enumerate() {
-        if i == 8 {
+        if i % 4 == 3 && i < 27 {
             // New local port mid-transfer (NAT rebinding / client roaming).
             let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             c.quic.as_ref().unwrap().0.rebind(sock).unwrap();
@@ -239,6 +253,24 @@ async fn client_rebinding_mid_transfer_finishes_byte_exact() {
     }
     assert!(back == data);
     c.close(fid).await.unwrap();
+}
+
+/// Connections spread over the endpoints of one port (SO_REUSEPORT),
+/// and each is served whole by the endpoint that accepted it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_spread_over_the_endpoints_of_one_port() {
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions { endpoints: 2, ..QuicOptions::default() }).await;
+    let mut clients = Vec::new();
+    for i in 0..12 {
+        let mut c = quic_client(&s).await.unwrap();
+        session(&mut c, true).await;
+        round_trip(&mut c, &format!("spread{i}.bin"), 1 << 20).await;
+        clients.push(c);
+    }
+    let per: Vec<usize> = s.eps.iter().map(|e| e.open_connections()).collect();
+    assert_eq!(per.iter().sum::<usize>(), 12, "{per:?}");
+    // Each endpoint gets a connection with probability 1 - 2^-11.
+    assert!(per.iter().all(|&n| n > 0), "connections per endpoint: {per:?}");
 }
 
 /// On loopback (MTU 65,536) MTU discovery takes both directions to
@@ -338,14 +370,14 @@ async fn a_handshake_that_stops_halfway_is_dropped() {
     let ghost = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     ghost.send_to(&buf[..n], s.addr).await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), ghost.recv(&mut buf)).await.expect("the server answers the Initial").unwrap();
-    assert_eq!(s.ep.open_connections(), 1, "the handshake is under way");
-    let mut open = s.ep.open_connections();
+    assert_eq!(s.open_connections(), 1, "the handshake is under way");
+    let mut open = s.open_connections();
     for _ in 0..200 {
         if open == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        open = s.ep.open_connections();
+        open = s.open_connections();
     }
     assert_eq!(open, 0, "the half-open connection is gone");
     still_serves(&s).await;

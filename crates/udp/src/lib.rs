@@ -26,6 +26,7 @@
 //! and the datagram size stays what the path allows.
 
 mod chunks;
+pub mod reuseport;
 
 pub use chunks::StreamChunks;
 
@@ -53,7 +54,15 @@ pub const DEFAULT_BUFFER: usize = 8 << 20;
 /// buffers: SO_RCVBUFFORCE/SO_SNDBUFFORCE when permitted (root or
 /// CAP_NET_ADMIN), else the largest the sysctls allow, with a warning.
 pub fn socket(addr: SocketAddr, buffer: usize) -> io::Result<std::net::UdpSocket> {
+    bind(addr, buffer, false)
+}
+
+/// [`socket`], with SO_REUSEPORT when `reuse_port` (see [`reuseport`]).
+fn bind(addr: SocketAddr, buffer: usize, reuse_port: bool) -> io::Result<std::net::UdpSocket> {
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if reuse_port {
+        s.set_reuse_port(true)?;
+    }
     if addr.is_ipv6() {
         let _ = s.set_only_v6(false);
     }
@@ -195,6 +204,22 @@ impl std::str::FromStr for Congestion {
             _ => Err(format!("unknown congestion controller {s:?} (expected {})", Congestion::NAMES)),
         }
     }
+}
+
+/// What smbq's endpoints ask of a peer that supports the ACK frequency
+/// extension (draft-ietf-quic-ack-frequency, which quinn implements; a peer
+/// supports it when it sends the min_ack_delay transport parameter, as
+/// quinn does, and a peer that does not is asked nothing): acknowledge at
+/// least every 8 ack-eliciting packets, or 5 ms after the first one not yet
+/// acknowledged, and at once on a packet out of order. quinn already
+/// acknowledges once per batch of received datagrams; this bounds how
+/// often a peer that acknowledges every second packet (RFC 9000 13.2.2)
+/// does, and so the ACKs the sender must process.
+pub fn ack_frequency() -> quinn::AckFrequencyConfig {
+    let mut c = quinn::AckFrequencyConfig::default();
+    c.ack_eliciting_threshold(quinn::VarInt::from_u32(7));
+    c.max_ack_delay(Some(std::time::Duration::from_millis(5)));
+    c
 }
 
 /// quinn's tokio runtime, with sockets that split GSO batches above
