@@ -165,7 +165,7 @@ fn main() -> anyhow::Result<()> {
                 format!(
                     "\"{}-{}\":{{\"mb_s\":{:.1},\"server_cpu_s_per_gib\":{:.3},\"client_cpu_s_per_gib\":{:.3},\
                      \"server_ns_per_packet\":{:.0},\"client_ns_per_packet\":{:.0},\"server_packets\":{},\"client_packets\":{},\
-                     \"server_calls\":{},\"client_calls\":{},\"acks_per_data_packet\":{:.4}}}",
+                     \"server_calls\":{},\"client_calls\":{},\"acks_per_data_packet\":{:.4},\"receiver_copies_per_byte\":{}}}",
                     r.name,
                     r.dir,
                     m.mbps,
@@ -177,7 +177,8 @@ fn main() -> anyhow::Result<()> {
                     p.client.packets,
                     p.server.calls,
                     p.client.calls,
-                    p.acks_per_data_packet(r.dir)
+                    p.acks_per_data_packet(r.dir),
+                    p.receiver_copies(r.dir, size).map_or("null".into(), |c| format!("{c:.3}"))
                 )
             })
             .collect();
@@ -204,20 +205,21 @@ fn main() -> anyhow::Result<()> {
             println!("{n:<14}{:>12.1}{:>12.1}   {}, {}", mbps(n, "write"), mbps(n, "read"), cpu("write"), cpu("read"));
         }
         println!(
-            "\nper packet (UDP datagrams; TCP segments)  CPU ns/packet   packets/syscall   ACKs per data packet"
+            "\nper packet (UDP datagrams; TCP segments)  CPU ns/packet   packets/syscall   ACKs per data packet   receiver's copies per byte"
         );
         println!("{:<14}{:<7}{:>16}{:>18}", "system", "", "server  client", "server  client");
         for r in &rows {
             let (m, p) = (&r.median, &r.median.packets);
             println!(
-                "{:<14}{:<7}{:>8.0}{:>8.0}{:>10}{:>8}{:>12.3}",
+                "{:<14}{:<7}{:>8.0}{:>8.0}{:>10}{:>8}{:>12.3}{:>18}",
                 r.name,
                 r.dir,
                 m.server_ns_per_packet,
                 m.client_ns_per_packet,
                 Measure::per_call(&p.server),
                 Measure::per_call(&p.client),
-                p.acks_per_data_packet(r.dir)
+                p.acks_per_data_packet(r.dir),
+                p.receiver_copies(r.dir, size).map_or("-".into(), |c| format!("{c:.2}"))
             );
         }
         for d in ["write", "read"] {
@@ -590,6 +592,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
             calls: after.calls - before.calls,
             acks_sent: after.acks_sent - before.acks_sent,
             sent: after.sent - before.sent,
+            copied: 0,
         };
         return Ok((mbps, Packets { server, client }));
     }

@@ -30,11 +30,22 @@ pub struct Side {
     pub acks_sent: u64,
     /// Packets sent.
     pub sent: u64,
+    /// Bytes copied in user space while receiving; 0 when not counted.
+    /// For quinn: every datagram byte received, which quinn 0.11's
+    /// endpoint copies out of its receive buffer (`RecvState::poll_socket`),
+    /// plus what `smbq_udp::StreamChunks` gathers.
+    pub copied: u64,
 }
 
 impl Side {
     pub fn from_udp(c: smbq_udp::Counts, acks_sent: u64) -> Side {
-        Side { packets: c.tx_datagrams + c.rx_datagrams, calls: c.tx_calls + c.rx_calls, acks_sent, sent: c.tx_datagrams }
+        Side {
+            packets: c.tx_datagrams + c.rx_datagrams,
+            calls: c.tx_calls + c.rx_calls,
+            acks_sent,
+            sent: c.tx_datagrams,
+            copied: c.rx_bytes + c.rx_gathered,
+        }
     }
 }
 
@@ -51,6 +62,13 @@ impl Packets {
     pub fn acks_per_data_packet(&self, dir: &str) -> f64 {
         let (rx, tx) = if dir == "write" { (self.server, self.client) } else { (self.client, self.server) };
         ratio(rx.acks_sent, tx.sent)
+    }
+
+    /// Bytes the receiving side copied in user space per byte of the
+    /// transfer (`size`); `None` when not counted.
+    pub fn receiver_copies(&self, dir: &str, size: usize) -> Option<f64> {
+        let rx = if dir == "write" { self.server } else { self.client };
+        (rx.copied > 0).then(|| ratio(rx.copied, size as u64))
     }
 }
 
@@ -75,7 +93,7 @@ const ACKS: usize = 4;
 impl S2nCounts {
     pub fn side(&self) -> Side {
         let g = |i: usize| self.0[i].load(Ordering::Relaxed);
-        Side { packets: g(TX_PACKETS) + g(RX_PACKETS), calls: g(TX_CALLS) + g(RX_CALLS), acks_sent: g(ACKS), sent: g(TX_PACKETS) }
+        Side { packets: g(TX_PACKETS) + g(RX_PACKETS), calls: g(TX_CALLS) + g(RX_CALLS), acks_sent: g(ACKS), sent: g(TX_PACKETS), copied: 0 }
     }
 
     fn add(&self, i: usize, n: usize) {
@@ -131,7 +149,7 @@ pub fn tcp_segments(fd: std::os::fd::RawFd) -> Option<(u64, u64, u64, u64)> {
 pub fn tcp_packets(fd: std::os::fd::RawFd) -> Packets {
     let Some((out, inn, data_out, data_in)) = tcp_segments(fd) else { return Packets::default() };
     Packets {
-        client: Side { packets: out + inn, calls: 0, acks_sent: out - data_out.min(out), sent: out },
-        server: Side { packets: out + inn, calls: 0, acks_sent: inn - data_in.min(inn), sent: inn },
+        client: Side { packets: out + inn, calls: 0, acks_sent: out - data_out.min(out), sent: out, copied: 0 },
+        server: Side { packets: out + inn, calls: 0, acks_sent: inn - data_in.min(inn), sent: inn, copied: 0 },
     }
 }

@@ -103,7 +103,7 @@ impl Client {
             .await
             .map_err(|e| ClientError::Quic(e.to_string()))?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv)), wr: Writer::Quic(send), quic: Some((ep, conn)) })
+        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)) })
     }
 
     /// One message, framed (MS-SMB2 2.1).

@@ -157,13 +157,12 @@ pub(crate) enum Source {
     /// which the engine reads itself.
     Tcp(std::net::TcpStream),
     /// The QUIC stream, which a reader task cuts into frames.
-    Quic(quinn::RecvStream),
+    Quic(StreamChunks),
 }
 
 /// Cut a QUIC stream into frames for the engine until the peer ends it,
 /// breaks the framing or the limits, or the engine is gone.
-async fn read_quic(stream: quinn::RecvStream, tx: mpsc::Sender<Frame>, adm: Arc<Admission>, peer: Option<SocketAddr>) {
-    let mut rd = StreamChunks::new(stream);
+async fn read_quic(mut rd: StreamChunks, tx: mpsc::Sender<Frame>, adm: Arc<Admission>, peer: Option<SocketAddr>) {
     while let Some(prefix) = rd.next_prefix().await {
         let Some(len) = announced_len(prefix, adm.max_frame(), peer) else { return };
         let Some(held) = adm.admit(len).await else { return };

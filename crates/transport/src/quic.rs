@@ -181,6 +181,6 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     let window = VarInt::from_u64(opts.connection_window).unwrap_or(VarInt::MAX);
     let opened = conn.clone();
     let on_logon = Box::new(move || opened.set_receive_window(window));
-    serve_framed(Source::Quic(recv), FrameWriter::Quic(send), info, server, opts.send_timeout, on_logon).await;
+    serve_framed(Source::Quic(smbq_udp::StreamChunks::new(recv, opts.udp.clone())), FrameWriter::Quic(send), info, server, opts.send_timeout, on_logon).await;
     conn.close(VarInt::from_u32(0), b"");
 }

@@ -9,6 +9,8 @@
 
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Messages above this size come as a head plus chunks.
 const CHUNKED_ABOVE: usize = 64 * 1024;
@@ -44,11 +46,19 @@ const MAX_RUN_GAP: usize = 64;
 pub struct StreamChunks {
     stream: quinn::RecvStream,
     buf: ChunkQueue,
+    /// Where the bytes gathered (copied) here are counted.
+    counters: Arc<crate::Counters>,
 }
 
 impl StreamChunks {
-    pub fn new(stream: quinn::RecvStream) -> Self {
-        StreamChunks { stream, buf: ChunkQueue::default() }
+    pub fn new(stream: quinn::RecvStream, counters: Arc<crate::Counters>) -> Self {
+        StreamChunks { stream, buf: ChunkQueue::default(), counters }
+    }
+
+    /// Count what `buf` copied since the last call.
+    fn count(&mut self) {
+        let n = std::mem::take(&mut self.buf.copied);
+        self.counters.rx_gathered.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The next message of the stream's Direct TCP framing (MS-SMB2 2.1):
@@ -71,6 +81,7 @@ impl StreamChunks {
         }
         let mut prefix = [0u8; 4];
         prefix.copy_from_slice(&self.buf.copy(4));
+        self.count();
         Some(prefix)
     }
 
@@ -79,7 +90,9 @@ impl StreamChunks {
         if !self.fill(len).await {
             return None;
         }
-        Some(self.buf.message(len))
+        let m = self.buf.message(len);
+        self.count();
+        Some(m)
     }
 
     /// Read until `want` bytes are buffered (one chunk more may come with
@@ -106,6 +119,8 @@ struct ChunkQueue {
     run: Vec<Bytes>,
     run_len: usize,
     len: usize,
+    /// Bytes copied (gathered into `small` or into a message's head).
+    copied: u64,
 }
 
 impl ChunkQueue {
@@ -113,6 +128,7 @@ impl ChunkQueue {
         self.len += c.len();
         if c.len() < MIN_RUN_CHUNK {
             self.end_run();
+            self.copied += c.len() as u64;
             self.small.extend_from_slice(&c);
             return;
         }
@@ -134,6 +150,7 @@ impl ChunkQueue {
             self.queue.extend(self.run.drain(..));
         } else {
             for c in self.run.drain(..) {
+                self.copied += c.len() as u64;
                 self.small.extend_from_slice(&c);
             }
         }
@@ -164,7 +181,9 @@ impl ChunkQueue {
 
     fn copy(&mut self, n: usize) -> BytesMut {
         let mut b = BytesMut::with_capacity(n);
-        self.take(n).iter().for_each(|c| b.extend_from_slice(c));
+        let parts = self.take(n);
+        parts.iter().for_each(|c| b.extend_from_slice(c));
+        self.copied += b.len() as u64;
         b
     }
 
@@ -274,6 +293,8 @@ mod tests {
         let (head, tail) = q.message(70_000);
         assert_eq!(head.len(), HEAD_LEN);
         assert_eq!(tail.iter().map(Bytes::len).sum::<usize>(), 70_000 - HEAD_LEN);
+        // Every byte gathered once, and the head's bytes once more.
+        assert_eq!(q.copied, 70_000 + HEAD_LEN as u64);
         for t in &tail {
             assert!(!packets.iter().any(|p| p.as_ptr_range().contains(&t.as_ptr())), "a tail chunk points into a packet");
         }
@@ -283,5 +304,6 @@ mod tests {
         q.push(pattern(70_000, 9));
         let (head, tail) = q.message(CHUNKED_ABOVE);
         assert_eq!((head.len(), tail.len(), q.len), (CHUNKED_ABOVE, 0, 70_000 - CHUNKED_ABOVE));
+        assert_eq!(q.copied, CHUNKED_ABOVE as u64, "a whole message is copied once out of its chunk");
     }
 }

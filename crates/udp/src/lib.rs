@@ -127,6 +127,8 @@ pub struct Counters {
     pub rx_calls: AtomicU64,
     pub rx_datagrams: AtomicU64,
     pub rx_bytes: AtomicU64,
+    /// Received stream bytes that [`StreamChunks`] copied to gather them.
+    pub rx_gathered: AtomicU64,
 }
 
 /// A copy of [`Counters`] at one moment.
@@ -138,6 +140,7 @@ pub struct Counts {
     pub rx_calls: u64,
     pub rx_datagrams: u64,
     pub rx_bytes: u64,
+    pub rx_gathered: u64,
 }
 
 impl Counters {
@@ -150,6 +153,7 @@ impl Counters {
             rx_calls: g(&self.rx_calls),
             rx_datagrams: g(&self.rx_datagrams),
             rx_bytes: g(&self.rx_bytes),
+            rx_gathered: g(&self.rx_gathered),
         }
     }
 }
@@ -164,6 +168,7 @@ impl std::ops::Sub for Counts {
             rx_calls: self.rx_calls - b.rx_calls,
             rx_datagrams: self.rx_datagrams - b.rx_datagrams,
             rx_bytes: self.rx_bytes - b.rx_bytes,
+            rx_gathered: self.rx_gathered - b.rx_gathered,
         }
     }
 }
