@@ -592,7 +592,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
             calls: after.calls - before.calls,
             acks_sent: after.acks_sent - before.acks_sent,
             sent: after.sent - before.sent,
-            copied: 0,
+            copied: None,
         };
         return Ok((mbps, Packets { server, client }));
     }

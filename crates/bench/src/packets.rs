@@ -30,11 +30,12 @@ pub struct Side {
     pub acks_sent: u64,
     /// Packets sent.
     pub sent: u64,
-    /// Bytes copied in user space while receiving; 0 when not counted.
-    /// For quinn: every datagram byte received, which quinn 0.11's
-    /// endpoint copies out of its receive buffer (`RecvState::poll_socket`),
-    /// plus what `smbq_udp::StreamChunks` gathers.
-    pub copied: u64,
+    /// Bytes copied in user space while receiving, when counted. For
+    /// quinn: what `smbq_udp::StreamChunks` gathers; our quinn hands the
+    /// kernel's receive buffers to quinn-proto, which decrypts in place
+    /// and returns the stream's data in them (third_party/quinn/PATCHED.md;
+    /// quinn as released copies every datagram out of its receive buffer).
+    pub copied: Option<u64>,
 }
 
 impl Side {
@@ -44,7 +45,7 @@ impl Side {
             calls: c.tx_calls + c.rx_calls,
             acks_sent,
             sent: c.tx_datagrams,
-            copied: c.rx_bytes + c.rx_gathered,
+            copied: Some(c.rx_gathered),
         }
     }
 }
@@ -68,7 +69,7 @@ impl Packets {
     /// transfer (`size`); `None` when not counted.
     pub fn receiver_copies(&self, dir: &str, size: usize) -> Option<f64> {
         let rx = if dir == "write" { self.server } else { self.client };
-        (rx.copied > 0).then(|| ratio(rx.copied, size as u64))
+        rx.copied.map(|c| ratio(c, size as u64))
     }
 }
 
@@ -93,7 +94,7 @@ const ACKS: usize = 4;
 impl S2nCounts {
     pub fn side(&self) -> Side {
         let g = |i: usize| self.0[i].load(Ordering::Relaxed);
-        Side { packets: g(TX_PACKETS) + g(RX_PACKETS), calls: g(TX_CALLS) + g(RX_CALLS), acks_sent: g(ACKS), sent: g(TX_PACKETS), copied: 0 }
+        Side { packets: g(TX_PACKETS) + g(RX_PACKETS), calls: g(TX_CALLS) + g(RX_CALLS), acks_sent: g(ACKS), sent: g(TX_PACKETS), copied: None }
     }
 
     fn add(&self, i: usize, n: usize) {
@@ -149,7 +150,7 @@ pub fn tcp_segments(fd: std::os::fd::RawFd) -> Option<(u64, u64, u64, u64)> {
 pub fn tcp_packets(fd: std::os::fd::RawFd) -> Packets {
     let Some((out, inn, data_out, data_in)) = tcp_segments(fd) else { return Packets::default() };
     Packets {
-        client: Side { packets: out + inn, calls: 0, acks_sent: out - data_out.min(out), sent: out, copied: 0 },
-        server: Side { packets: out + inn, calls: 0, acks_sent: inn - data_in.min(inn), sent: inn, copied: 0 },
+        client: Side { packets: out + inn, calls: 0, acks_sent: out - data_out.min(out), sent: out, copied: None },
+        server: Side { packets: out + inn, calls: 0, acks_sent: inn - data_in.min(inn), sent: inn, copied: None },
     }
 }

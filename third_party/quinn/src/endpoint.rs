@@ -741,8 +741,76 @@ impl std::ops::Deref for EndpointRef {
 struct RecvState {
     incoming: VecDeque<proto::Incoming>,
     connections: ConnectionSet,
-    recv_buf: Box<[u8]>,
+    // smbq: the kernel receives into buffers that are handed to
+    // quinn-proto as they are, without a copy (see `RecvBuffers`).
+    recv_bufs: RecvBuffers,
     recv_limiter: WorkLimiter,
+}
+
+/// smbq: one buffer per message of a receive call, each `slot` bytes and
+/// every byte initialized. A received message is split off its buffer and
+/// handed on (quinn-proto decrypts it in place and keeps the stream data
+/// in it until the application reads it), so nothing is copied; the
+/// buffer's handle is kept, and once everything split off it has been
+/// dropped its memory is taken back without allocating or zeroing it
+/// again. A message holds at most its own buffer, as quinn's copy of it
+/// held one of its size. `slot` is at most 64 KiB: what Linux's UDP GRO
+/// coalesces into one message (below 65,536 bytes, `skb_gro_receive`)
+/// and the largest datagram.
+struct RecvBuffers {
+    bufs: Vec<BytesMut>,
+    /// Handles of buffers handed on, oldest first, to take back.
+    handed: VecDeque<BytesMut>,
+    slot: usize,
+}
+
+impl RecvBuffers {
+    /// Handles kept to be taken back: beyond these, the oldest is let go
+    /// (its memory is freed with the last message that holds it).
+    const MAX_HANDED: usize = 256;
+
+    fn new(slot: usize) -> Self {
+        Self {
+            bufs: (0..BATCH_SIZE).map(|_| BytesMut::zeroed(slot)).collect(),
+            handed: VecDeque::new(),
+            slot,
+        }
+    }
+
+    /// The first `len` bytes of buffer `i`, which takes its place with a
+    /// buffer taken back or a new one.
+    fn take(&mut self, i: usize, len: usize) -> BytesMut {
+        let fresh = self.reclaim().unwrap_or_else(|| BytesMut::zeroed(self.slot));
+        let mut rest = mem::replace(&mut self.bufs[i], fresh);
+        let data = rest.split_to(len.min(rest.len()));
+        rest.clear();
+        self.handed.push_back(rest);
+        if self.handed.len() > Self::MAX_HANDED {
+            self.handed.pop_front();
+        }
+        data
+    }
+
+    /// A handed-on buffer nothing else refers to any more, whole again.
+    fn reclaim(&mut self) -> Option<BytesMut> {
+        let slot = self.slot;
+        // The oldest are the likeliest to be free; look at a few.
+        let i = self
+            .handed
+            .iter_mut()
+            .take(4)
+            .position(|b| b.try_reclaim(slot))?;
+        let mut b = self.handed.remove(i)?;
+        if b.capacity() < slot {
+            return None;
+        }
+        // SAFETY: `try_reclaim` allocates nothing: `b` now covers the
+        // start of the allocation it was split from, made by
+        // `BytesMut::zeroed(slot)`, whose every byte was initialized then
+        // and has only been written since.
+        unsafe { b.set_len(slot) };
+        Some(b)
+    }
 }
 
 impl RecvState {
@@ -751,12 +819,9 @@ impl RecvState {
         max_receive_segments: usize,
         endpoint: &proto::Endpoint,
     ) -> Self {
-        let recv_buf = vec![
-            0;
-            endpoint.config().get_max_udp_payload_size().min(64 * 1024) as usize
-                * max_receive_segments
-                * BATCH_SIZE
-        ];
+        let slot = (endpoint.config().get_max_udp_payload_size().min(64 * 1024) as usize
+            * max_receive_segments)
+            .min(64 * 1024);
         Self {
             connections: ConnectionSet {
                 senders: FxHashMap::default(),
@@ -764,7 +829,7 @@ impl RecvState {
                 close: None,
             },
             incoming: VecDeque::new(),
-            recv_buf: recv_buf.into(),
+            recv_bufs: RecvBuffers::new(slot),
             recv_limiter: WorkLimiter::new(RECV_TIME_BOUND),
         }
     }
@@ -779,23 +844,19 @@ impl RecvState {
     ) -> Result<PollProgress, io::Error> {
         let mut received_connection_packet = false;
         let mut metas = [RecvMeta::default(); BATCH_SIZE];
-        let mut iovs: [IoSliceMut; BATCH_SIZE] = {
-            let mut bufs = self
-                .recv_buf
-                .chunks_mut(self.recv_buf.len() / BATCH_SIZE)
-                .map(IoSliceMut::new);
-
-            // expect() safe as self.recv_buf is chunked into BATCH_SIZE items
-            // and iovs will be of size BATCH_SIZE, thus from_fn is called
-            // exactly BATCH_SIZE times.
-            std::array::from_fn(|_| bufs.next().expect("BATCH_SIZE elements"))
-        };
         loop {
-            match socket.poll_recv(cx, &mut iovs, &mut metas) {
+            let received = {
+                let mut bufs = self.recv_bufs.bufs.iter_mut().map(|b| IoSliceMut::new(b));
+                // expect() safe as there are BATCH_SIZE buffers.
+                let mut iovs: [IoSliceMut; BATCH_SIZE] =
+                    std::array::from_fn(|_| bufs.next().expect("BATCH_SIZE elements"));
+                socket.poll_recv(cx, &mut iovs, &mut metas)
+            };
+            match received {
                 Poll::Ready(Ok(msgs)) => {
                     self.recv_limiter.record_work(msgs);
-                    for (meta, buf) in metas.iter().zip(iovs.iter()).take(msgs) {
-                        let mut data: BytesMut = buf[0..meta.len].into();
+                    for (i, meta) in metas.iter().enumerate().take(msgs) {
+                        let mut data = self.recv_bufs.take(i, meta.len);
                         while !data.is_empty() {
                             let buf = data.split_to(meta.stride.min(data.len()));
                             let mut response_buffer = Vec::new();
@@ -864,7 +925,7 @@ impl fmt::Debug for RecvState {
         f.debug_struct("RecvState")
             .field("incoming", &self.incoming)
             .field("connections", &self.connections)
-            // recv_buf too large
+            // recv_bufs too large
             .field("recv_limiter", &self.recv_limiter)
             .finish_non_exhaustive()
     }
