@@ -66,6 +66,10 @@ struct Args {
     /// quinn's congestion controller, both sides: cubic, bbr or newreno.
     #[arg(long, default_value = "cubic")]
     congestion: smbq_udp::Congestion,
+    /// Both quinn sides send as if the kernel had no UDP GSO: a batch goes
+    /// out with one sendmmsg(2) instead of one GSO sendmsg(2).
+    #[arg(long)]
+    no_gso: bool,
     /// Without a subcommand: the transport comparison above.
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -87,6 +91,7 @@ struct Env {
     cert: rustls::pki_types::CertificateDer<'static>,
     max_udp_payload: u16,
     congestion: smbq_udp::Congestion,
+    no_gso: bool,
     /// The servers' UDP sockets (smbq-quic, raw quinn) and s2n-quic's counts.
     quic_udp: Arc<smbq_udp::Counters>,
     raw_udp: Arc<smbq_udp::Counters>,
@@ -107,7 +112,7 @@ fn main() -> anyhow::Result<()> {
     // Pinned, each side has one core, and one worker thread, as tokio would
     // start on a one-core host.
     let server_rt = runtime(SERVER_THREADS, pinned.then_some(0))?;
-    let env = Arc::new(server_rt.block_on(start(a.dir.as_deref(), size, a.max_udp_payload, a.congestion))?);
+    let env = Arc::new(server_rt.block_on(start(a.dir.as_deref(), size, a.max_udp_payload, a.congestion, a.no_gso))?);
     if pinned {
         pin(1);
     }
@@ -321,7 +326,7 @@ fn cpu_seconds() -> (f64, f64) {
     (server as f64 / hz, client as f64 / hz)
 }
 
-async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u16, congestion: smbq_udp::Congestion) -> anyhow::Result<Env> {
+async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u16, congestion: smbq_udp::Congestion, no_gso: bool) -> anyhow::Result<Env> {
     let dir = match parent {
         Some(p) => tempfile::tempdir_in(p)?,
         None => tempfile::tempdir()?,
@@ -344,7 +349,7 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
     let (id, _) = tls::load_or_generate(dir.path(), None, &[])?;
     let cert = id.chain[0].clone();
-    let opts = QuicOptions { max_udp_payload, congestion, ..QuicOptions::default() };
+    let opts = QuicOptions { max_udp_payload, congestion, no_gso, ..QuicOptions::default() };
     let ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(&id, &ClientAccess::default())?, &opts)?;
     let quic_addr = ep.local_addr()?;
     tokio::spawn(quic::serve(ep, server.clone(), opts.clone(), std::future::pending()));
@@ -361,7 +366,7 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let (cert_pem, key_pem) = (std::fs::read_to_string(cert_path)?, std::fs::read_to_string(key_path)?);
     let s2n_counts = S2nCounts::default();
     let s2n = s2n_raw_server(&cert_pem, &key_pem, max_udp_payload, s2n_counts.clone())?;
-    Ok(Env { quic: quic_addr, tcp, raw, s2n, cert_pem, cert, max_udp_payload, congestion, quic_udp: opts.udp, raw_udp: raw_opts.udp, s2n_counts, _dir: dir })
+    Ok(Env { quic: quic_addr, tcp, raw, s2n, cert_pem, cert, max_udp_payload, congestion, no_gso, quic_udp: opts.udp, raw_udp: raw_opts.udp, s2n_counts, _dir: dir })
 }
 
 /// Raw bulk server: per stream, a 9-byte request: b'W' + length (sink that
@@ -576,7 +581,7 @@ async fn s2n_raw_client(env: &Env, dir: &str, data: &bytes::Bytes, block: usize)
 fn target(env: &Env, addr: SocketAddr) -> QuicTarget<'static> {
     let mut roots = rustls::RootCertStore::empty();
     let _ = roots.add(env.cert.clone());
-    QuicTarget { max_udp_payload: env.max_udp_payload, congestion: env.congestion, ..QuicTarget::new(addr, "localhost", roots) }
+    QuicTarget { max_udp_payload: env.max_udp_payload, congestion: env.congestion, no_gso: env.no_gso, ..QuicTarget::new(addr, "localhost", roots) }
 }
 
 /// One run: its rate (MB/s) and both sides' packet counts.

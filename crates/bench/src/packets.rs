@@ -31,10 +31,12 @@ pub struct Side {
     /// Packets sent.
     pub sent: u64,
     /// Bytes copied in user space while receiving, when counted. For
-    /// quinn: what `smbq_udp::StreamChunks` gathers; our quinn hands the
-    /// kernel's receive buffers to quinn-proto, which decrypts in place
-    /// and returns the stream's data in them (third_party/quinn/PATCHED.md;
-    /// quinn as released copies every datagram out of its receive buffer).
+    /// quinn: the messages under 16 KiB that our quinn copies out of its
+    /// receive buffer (it hands GRO batches and large datagrams on without
+    /// a copy, and quinn-proto decrypts them in place and returns the
+    /// stream's data in them: third_party/quinn/PATCHED.md; quinn as
+    /// released copies every message), and what `smbq_udp::StreamChunks`
+    /// gathers.
     pub copied: Option<u64>,
 }
 
@@ -45,7 +47,7 @@ impl Side {
             calls: c.tx_calls + c.rx_calls,
             acks_sent,
             sent: c.tx_datagrams,
-            copied: Some(c.rx_gathered),
+            copied: Some(c.rx_gathered + c.rx_copied),
         }
     }
 }

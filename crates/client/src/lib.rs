@@ -69,11 +69,13 @@ pub struct QuicTarget<'a> {
     /// What the endpoint's UDP socket does (calls, datagrams, bytes).
     pub udp: Arc<smbq_udp::Counters>,
     pub congestion: smbq_udp::Congestion,
+    /// Send as if the kernel had no UDP GSO (sendmmsg(2) batches).
+    pub no_gso: bool,
 }
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::MAX_DATAGRAM, udp: Arc::default(), congestion: smbq_udp::Congestion::default() }
+        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::MAX_DATAGRAM, udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false }
     }
 }
 
@@ -405,7 +407,7 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
     let mut ec = quinn::EndpointConfig::default();
     let _ = ec.max_udp_payload_size(t.max_udp_payload.max(1200));
     let socket = smbq_udp::socket(bind, smbq_udp::DEFAULT_BUFFER)?;
-    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_udp::Runtime { counters: t.udp.clone() }))?;
+    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_udp::Runtime { counters: t.udp.clone(), no_gso: t.no_gso }))?;
     ep.set_default_client_config(cfg);
     Ok(ep)
 }

@@ -49,6 +49,9 @@ pub struct QuicOptions {
     /// ([`smbq_udp::reuseport`]): connections spread over that many
     /// endpoint drivers, and so over cores.
     pub endpoints: usize,
+    /// Send as if the kernel had no UDP GSO: batches go out with
+    /// sendmmsg(2) (tests and `smbq-bench --no-gso`).
+    pub no_gso: bool,
 }
 
 impl Default for QuicOptions {
@@ -66,6 +69,7 @@ impl Default for QuicOptions {
             udp: Arc::default(),
             congestion: Congestion::default(),
             endpoints: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+            no_gso: false,
         }
     }
 }
@@ -97,7 +101,7 @@ pub fn endpoints(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions
     sc.migration(true);
     let n = opts.endpoints.max(1);
     let sockets = smbq_udp::reuseport::sockets(addr, opts.udp_buffer, n)?;
-    let runtime = Arc::new(smbq_udp::Runtime { counters: opts.udp.clone() });
+    let runtime = Arc::new(smbq_udp::Runtime { counters: opts.udp.clone(), no_gso: opts.no_gso });
     sockets
         .into_iter()
         .enumerate()

@@ -273,6 +273,22 @@ async fn connections_spread_over_the_endpoints_of_one_port() {
     assert!(per.iter().all(|&n| n > 0), "connections per endpoint: {per:?}");
 }
 
+/// With no UDP GSO (as on kernels before 4.18) the server sends its
+/// batches with sendmmsg(2): a 1452-byte-datagram transfer is byte-exact
+/// and several datagrams go out per system call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_gso_batches_go_out_with_sendmmsg() {
+    let opts = QuicOptions { no_gso: true, max_udp_payload: 1452, ..QuicOptions::default() };
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), opts.clone()).await;
+    let target = QuicTarget { max_udp_payload: 1452, ..QuicTarget::new(s.addr, "localhost", roots(&s.cert)) };
+    let mut c = Client::connect_quic(target).await.unwrap();
+    session(&mut c, true).await;
+    round_trip(&mut c, "mmsg.bin", 8 << 20).await;
+    let u = opts.udp.get();
+    assert!(u.tx_datagrams > 5_000, "{u:?}");
+    assert!(u.tx_datagrams > 4 * u.tx_calls, "datagrams per send call: {u:?}");
+}
+
 /// On loopback (MTU 65,536) MTU discovery takes both directions to
 /// datagrams of ~64 KiB, and quinn's GSO batches of them reach the peer
 /// (smbq_udp splits them into sends the kernel takes).

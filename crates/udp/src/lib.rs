@@ -26,6 +26,7 @@
 //! and the datagram size stays what the path allows.
 
 mod chunks;
+mod mmsg;
 pub mod reuseport;
 
 pub use chunks::StreamChunks;
@@ -129,7 +130,16 @@ pub struct Counters {
     pub rx_bytes: AtomicU64,
     /// Received stream bytes that [`StreamChunks`] copied to gather them.
     pub rx_gathered: AtomicU64,
+    /// Bytes of received messages that our quinn copies out of its
+    /// receive buffer: those under [`QUINN_COPIES_BELOW`].
+    pub rx_copied: AtomicU64,
 }
+
+/// Received messages (a datagram, or a GRO batch of them) shorter than
+/// this our quinn copies out of its receive buffer; it hands longer ones
+/// to quinn-proto without a copy (`RecvBuffers::MIN_HANDED` in
+/// third_party/quinn/src/endpoint.rs).
+pub const QUINN_COPIES_BELOW: usize = 16 * 1024;
 
 /// A copy of [`Counters`] at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -141,6 +151,7 @@ pub struct Counts {
     pub rx_datagrams: u64,
     pub rx_bytes: u64,
     pub rx_gathered: u64,
+    pub rx_copied: u64,
 }
 
 impl Counters {
@@ -154,6 +165,7 @@ impl Counters {
             rx_datagrams: g(&self.rx_datagrams),
             rx_bytes: g(&self.rx_bytes),
             rx_gathered: g(&self.rx_gathered),
+            rx_copied: g(&self.rx_copied),
         }
     }
 }
@@ -169,6 +181,7 @@ impl std::ops::Sub for Counts {
             rx_datagrams: self.rx_datagrams - b.rx_datagrams,
             rx_bytes: self.rx_bytes - b.rx_bytes,
             rx_gathered: self.rx_gathered - b.rx_gathered,
+            rx_copied: self.rx_copied - b.rx_copied,
         }
     }
 }
@@ -228,11 +241,14 @@ pub fn ack_frequency() -> quinn::AckFrequencyConfig {
 }
 
 /// quinn's tokio runtime, with sockets that split GSO batches above
-/// [`MAX_DATAGRAM`] bytes into sends the kernel takes, and count their
-/// calls in `counters`.
+/// [`MAX_DATAGRAM`] bytes into sends the kernel takes, send a batch with
+/// one sendmmsg(2) where the kernel has no UDP GSO, and count their calls
+/// in `counters`.
 #[derive(Debug, Default)]
 pub struct Runtime {
     pub counters: Arc<Counters>,
+    /// Send batches as if the kernel had no UDP GSO (tests, measurements).
+    pub no_gso: bool,
 }
 
 impl quinn::Runtime for Runtime {
@@ -245,28 +261,59 @@ impl quinn::Runtime for Runtime {
     }
 
     fn wrap_udp_socket(&self, t: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
-        Ok(Arc::new(SplitGso(quinn::TokioRuntime.wrap_udp_socket(t)?, self.counters.clone())))
+        use std::os::fd::AsRawFd;
+        let fd = t.as_raw_fd();
+        let v6 = t.local_addr()?.is_ipv6();
+        let inner = quinn::TokioRuntime.wrap_udp_socket(t)?;
+        let mmsg = self.no_gso || inner.max_transmit_segments() <= 1;
+        Ok(Arc::new(SplitGso { inner, counters: self.counters.clone(), fd, v6, mmsg }))
     }
 }
 
 #[derive(Debug)]
-struct SplitGso(Arc<dyn AsyncUdpSocket>, Arc<Counters>);
+struct SplitGso {
+    inner: Arc<dyn AsyncUdpSocket>,
+    counters: Arc<Counters>,
+    /// The socket's fd, for sendmmsg(2); `inner` owns it.
+    fd: std::os::fd::RawFd,
+    v6: bool,
+    /// No UDP GSO: batches go out with sendmmsg(2).
+    mmsg: bool,
+}
 
 impl SplitGso {
-    fn send(&self, t: &Transmit) -> io::Result<()> {
-        self.0.try_send(t)?;
-        let c = &self.1;
-        c.tx_calls.fetch_add(1, Ordering::Relaxed);
+    fn count(&self, calls: u64, t: &Transmit) {
+        let c = &self.counters;
+        c.tx_calls.fetch_add(calls, Ordering::Relaxed);
         let n = t.segment_size.map_or(1, |s| t.contents.len().div_ceil(s.max(1)));
         c.tx_datagrams.fetch_add(n as u64, Ordering::Relaxed);
         c.tx_bytes.fetch_add(t.contents.len() as u64, Ordering::Relaxed);
+    }
+
+    fn send(&self, t: &Transmit) -> io::Result<()> {
+        self.inner.try_send(t)?;
+        self.count(1, t);
+        Ok(())
+    }
+
+    /// A batch without GSO: sendmmsg(2), or where that cannot set what
+    /// the batch asks for (a source address), one datagram at a time.
+    fn send_batch(&self, t: &Transmit, seg: usize) -> io::Result<()> {
+        if mmsg::can_send(t, self.v6) {
+            let calls = mmsg::send(self.fd, t)?;
+            self.count(calls, t);
+            return Ok(());
+        }
+        for contents in t.contents.chunks(seg) {
+            self.send(&Transmit { contents, segment_size: None, ..*t })?;
+        }
         Ok(())
     }
 }
 
 impl AsyncUdpSocket for SplitGso {
     fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
-        self.0.clone().create_io_poller()
+        self.inner.clone().create_io_poller()
     }
 
     /// A batch over [`MAX_DATAGRAM`] bytes goes out as several sends of
@@ -274,17 +321,17 @@ impl AsyncUdpSocket for SplitGso {
     /// retried later and the receiver drops the datagrams it got twice
     /// (QUIC discards duplicate packet numbers).
     fn try_send(&self, t: &Transmit) -> io::Result<()> {
-        let Some(seg) = t
-            .segment_size
-            .filter(|_| t.contents.len() > usize::from(MAX_DATAGRAM))
-        else {
-            return self.send(t);
-        };
-        let per_send = (usize::from(MAX_DATAGRAM) / seg).max(1) * seg;
-        for contents in t.contents.chunks(per_send) {
-            self.send(&Transmit { contents, ..*t })?;
+        match t.segment_size {
+            Some(seg) if self.mmsg => self.send_batch(t, seg.max(1)),
+            Some(seg) if t.contents.len() > usize::from(MAX_DATAGRAM) => {
+                let per_send = (usize::from(MAX_DATAGRAM) / seg.max(1)).max(1) * seg.max(1);
+                for contents in t.contents.chunks(per_send) {
+                    self.send(&Transmit { contents, ..*t })?;
+                }
+                Ok(())
+            }
+            _ => self.send(t),
         }
-        Ok(())
     }
 
     fn poll_recv(
@@ -293,32 +340,39 @@ impl AsyncUdpSocket for SplitGso {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
-        let r = self.0.poll_recv(cx, bufs, meta);
+        let r = self.inner.poll_recv(cx, bufs, meta);
         if let Poll::Ready(Ok(n)) = r {
-            let c = &self.1;
+            let c = &self.counters;
             c.rx_calls.fetch_add(1, Ordering::Relaxed);
             for m in &meta[..n] {
                 c.rx_datagrams.fetch_add(m.len.div_ceil(m.stride.max(1)) as u64, Ordering::Relaxed);
                 c.rx_bytes.fetch_add(m.len as u64, Ordering::Relaxed);
+                if m.len < QUINN_COPIES_BELOW {
+                    c.rx_copied.fetch_add(m.len as u64, Ordering::Relaxed);
+                }
             }
         }
         r
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
+        self.inner.local_addr()
     }
 
     fn max_transmit_segments(&self) -> usize {
-        self.0.max_transmit_segments()
+        if self.mmsg {
+            mmsg::MAX_BATCH
+        } else {
+            self.inner.max_transmit_segments()
+        }
     }
 
     fn max_receive_segments(&self) -> usize {
-        self.0.max_receive_segments()
+        self.inner.max_receive_segments()
     }
 
     fn may_fragment(&self) -> bool {
-        self.0.may_fragment()
+        self.inner.may_fragment()
     }
 }
 
@@ -347,6 +401,41 @@ mod tests {
             }
         }
         Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    /// Without GSO a batch of 40 datagrams (the last shorter) goes out in
+    /// one sendmmsg(2), bare and with an ECN codepoint and a source
+    /// address (as quinn sends from a wildcard-bound server socket), and
+    /// arrives as 40 whole datagrams in order.
+    #[tokio::test]
+    async fn batches_without_gso_go_out_in_one_sendmmsg() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5))).expect("timeout");
+        let seg = 1200;
+        let contents: Vec<u8> = (0..40 * seg - 100).map(|i| (i / seg) as u8 ^ (i % 253) as u8).collect();
+        let counted = Runtime { no_gso: true, ..Runtime::default() };
+        let s = counted
+            .wrap_udp_socket(socket("127.0.0.1:0".parse().expect("addr"), 1 << 20).expect("socket"))
+            .expect("wrap");
+        assert_eq!(s.max_transmit_segments(), mmsg::MAX_BATCH);
+        let mut buf = vec![0u8; 65536];
+        let local = Some(std::net::IpAddr::from([127, 0, 0, 1]));
+        for (ecn, src_ip) in [(None, None), (Some(quinn::udp::EcnCodepoint::Ect0), local)] {
+            let t = Transmit {
+                destination: rx.local_addr().expect("addr"),
+                ecn,
+                contents: &contents,
+                segment_size: Some(seg),
+                src_ip,
+            };
+            send(&s, &t).await.expect("sendmmsg");
+            for expected in contents.chunks(seg) {
+                let n = rx.recv(&mut buf).expect("datagram");
+                assert_eq!(&buf[..n], expected);
+            }
+        }
+        let c = counted.counters.get();
+        assert_eq!((c.tx_calls, c.tx_datagrams), (2, 80), "one call per batch");
     }
 
     /// Ten 8000-byte datagrams in one GSO batch: the kernel refuses the

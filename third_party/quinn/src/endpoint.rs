@@ -748,15 +748,15 @@ struct RecvState {
 }
 
 /// smbq: one buffer per message of a receive call, each `slot` bytes and
-/// every byte initialized. A received message is split off its buffer and
-/// handed on (quinn-proto decrypts it in place and keeps the stream data
-/// in it until the application reads it), so nothing is copied; the
-/// buffer's handle is kept, and once everything split off it has been
-/// dropped its memory is taken back without allocating or zeroing it
-/// again. A message holds at most its own buffer, as quinn's copy of it
-/// held one of its size. `slot` is at most 64 KiB: what Linux's UDP GRO
-/// coalesces into one message (below 65,536 bytes, `skb_gro_receive`)
-/// and the largest datagram.
+/// every byte initialized. A received message of 16 KiB or more (a GRO
+/// batch, or a large datagram) is split off its buffer and handed on
+/// (quinn-proto decrypts it in place and keeps the stream data in it
+/// until the application reads it), so nothing is copied; the buffer's
+/// handle is kept, and once everything split off it has been dropped its
+/// memory is taken back without allocating or zeroing it again. A
+/// shorter message is copied, as quinn does. `slot` is at most 64 KiB:
+/// what Linux's UDP GRO coalesces into one message (below 65,536 bytes,
+/// `skb_gro_receive`) and the largest datagram.
 struct RecvBuffers {
     bufs: Vec<BytesMut>,
     /// Handles of buffers handed on, oldest first, to take back.
@@ -777,9 +777,19 @@ impl RecvBuffers {
         }
     }
 
-    /// The first `len` bytes of buffer `i`, which takes its place with a
-    /// buffer taken back or a new one.
+    /// Messages shorter than this are copied out, as quinn does, and the
+    /// buffer stays: a lone datagram must not hold 64 KiB (a peer, or a
+    /// path without GRO, sending single datagrams would make the stream
+    /// data quinn-proto keeps hold 45 times its size at 1452 bytes). A
+    /// message handed on holds at most 4 times its size.
+    const MIN_HANDED: usize = 16 * 1024;
+
+    /// The first `len` bytes of buffer `i`: copied when short, else split
+    /// off, the buffer taking its place being one taken back or a new one.
     fn take(&mut self, i: usize, len: usize) -> BytesMut {
+        if len < Self::MIN_HANDED {
+            return BytesMut::from(&self.bufs[i][..len.min(self.slot)]);
+        }
         let fresh = self.reclaim().unwrap_or_else(|| BytesMut::zeroed(self.slot));
         let mut rest = mem::replace(&mut self.bufs[i], fresh);
         let data = rest.split_to(len.min(rest.len()));
