@@ -604,6 +604,19 @@ struct ConnectionSet {
 }
 
 impl ConnectionSet {
+    /// smbq: hands a connection the events of one received message.
+    fn forward(&mut self, batch: Option<(ConnectionHandle, Vec<proto::ConnectionEvent>)>) {
+        let Some((handle, mut events)) = batch else {
+            return;
+        };
+        let event = match events.len() {
+            1 => ConnectionEvent::Proto(events.remove(0)),
+            _ => ConnectionEvent::ProtoBatch(events),
+        };
+        // Ignoring errors from dropped connections that haven't yet been cleaned up
+        let _ = self.senders.get_mut(&handle).unwrap().send(event);
+    }
+
     fn insert(
         &mut self,
         handle: ConnectionHandle,
@@ -867,6 +880,10 @@ impl RecvState {
                     self.recv_limiter.record_work(msgs);
                     for (i, meta) in metas.iter().enumerate().take(msgs) {
                         let mut data = self.recv_bufs.take(i, meta.len);
+                        // smbq: one connection's events of this message,
+                        // sent together.
+                        let mut batch: Option<(ConnectionHandle, Vec<proto::ConnectionEvent>)> =
+                            None;
                         while !data.is_empty() {
                             let buf = data.split_to(meta.stride.min(data.len()));
                             let mut response_buffer = Vec::new();
@@ -888,14 +905,14 @@ impl RecvState {
                                     }
                                 }
                                 Some(DatagramEvent::ConnectionEvent(handle, event)) => {
-                                    // Ignoring errors from dropped connections that haven't yet been cleaned up
                                     received_connection_packet = true;
-                                    let _ = self
-                                        .connections
-                                        .senders
-                                        .get_mut(&handle)
-                                        .unwrap()
-                                        .send(ConnectionEvent::Proto(event));
+                                    match &mut batch {
+                                        Some((h, events)) if *h == handle => events.push(event),
+                                        _ => {
+                                            self.connections.forward(batch.take());
+                                            batch = Some((handle, vec![event]));
+                                        }
+                                    }
                                 }
                                 Some(DatagramEvent::Response(transmit)) => {
                                     respond(transmit, &response_buffer, socket);
@@ -903,6 +920,7 @@ impl RecvState {
                                 None => {}
                             }
                         }
+                        self.connections.forward(batch);
                     }
                 }
                 Poll::Pending => {

@@ -100,6 +100,9 @@ enum ConnectionEvent {
         reason: bytes::Bytes,
     },
     Proto(proto::ConnectionEvent),
+    // smbq: the datagrams of one received message (a GRO batch) for one
+    // connection, sent over the channel once rather than once each.
+    ProtoBatch(Vec<proto::ConnectionEvent>),
     Rebind(Arc<dyn AsyncUdpSocket>),
 }
 
