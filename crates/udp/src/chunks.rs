@@ -1,8 +1,9 @@
 //! Reading an SMB-over-QUIC stream (MS-SMB2 2.1: Direct TCP framing on one
 //! bidirectional stream) in the chunks quinn returns, each a slice of the
 //! buffer the kernel received its packet in (our quinn hands that buffer
-//! on without a copy, third_party/quinn/PATCHED.md), decrypted in place. Small messages are gathered into one buffer (one copy, as a
-//! socket read is); a large one keeps its first bytes in one buffer and
+//! on without a copy, third_party/quinn/PATCHED.md), decrypted in place.
+//! Small messages are gathered into one buffer (one copy, as a socket
+//! read is); a large one keeps its first bytes in one buffer and
 //! the rest in quinn's chunks (those in runs of at least 48 KiB, see
 //! `MIN_KEPT`), so that a WRITE's or a READ's payload reaches its
 //! destination without being gathered first.
@@ -19,9 +20,10 @@ const CHUNKED_ABOVE: usize = 64 * 1024;
 const HEAD_LEN: usize = 4096;
 
 /// Which chunks are kept rather than copied. A kept chunk holds the
-/// buffer quinn received its packet in: one GRO batch or one datagram, in
-/// a buffer of 64 KiB (our quinn's endpoint receives each message into a
-/// buffer of its own and splits the batch's datagrams off it). A peer that sent small
+/// buffer quinn received its packet in: a 64 KiB buffer holding one GRO
+/// batch or one large datagram (our quinn's endpoint receives each
+/// message into a buffer of its own and splits the batch's datagrams off
+/// it), or a copy of a message under 16 KiB. A peer that sent small
 /// stream frames in large packets could thus make a message hold many
 /// times its size in memory, so a chunk is kept only as part of a *run*:
 /// chunks of at least `MIN_RUN_CHUNK` bytes, each starting at most

@@ -103,17 +103,26 @@ fn bind(addr: SocketAddr, buffer: usize, reuse_port: bool) -> io::Result<std::ne
 fn set_force(s: &Socket, opt: libc::c_int, size: usize) -> bool {
     use std::os::fd::AsRawFd;
     let v: libc::c_int = size.try_into().unwrap_or(libc::c_int::MAX);
-    // SAFETY: setsockopt with a valid fd, a c_int value and its size.
+    // SAFETY: the option takes a c_int.
+    unsafe { socket_option(s.as_raw_fd(), opt, &v) }.is_ok()
+}
+
+/// setsockopt(2) at SOL_SOCKET with `value` and its size.
+///
+/// # Safety
+/// `fd` is an open socket, `opt` takes a `T`, and whatever `value` points
+/// to stays valid for the call.
+unsafe fn socket_option<T>(fd: std::os::fd::RawFd, opt: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: by the caller's contract; the kernel reads size_of::<T>()
+    // bytes of `value`.
     let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
+        libc::setsockopt(fd, libc::SOL_SOCKET, opt, (value as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t)
     };
-    r == 0
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// What an endpoint's UDP socket did: system calls, datagrams and bytes
@@ -296,8 +305,8 @@ impl SplitGso {
         Ok(())
     }
 
-    /// A batch without GSO: sendmmsg(2), or where that cannot set what
-    /// the batch asks for (a source address), one datagram at a time.
+    /// A batch without GSO: sendmmsg(2), or, for a destination of another
+    /// family than the socket's, one datagram at a time through quinn-udp.
     fn send_batch(&self, t: &Transmit, seg: usize) -> io::Result<()> {
         if mmsg::can_send(t, self.v6) {
             let calls = mmsg::send(self.fd, t)?;
@@ -321,17 +330,18 @@ impl AsyncUdpSocket for SplitGso {
     /// retried later and the receiver drops the datagrams it got twice
     /// (QUIC discards duplicate packet numbers).
     fn try_send(&self, t: &Transmit) -> io::Result<()> {
-        match t.segment_size {
-            Some(seg) if self.mmsg => self.send_batch(t, seg.max(1)),
-            Some(seg) if t.contents.len() > usize::from(MAX_DATAGRAM) => {
-                let per_send = (usize::from(MAX_DATAGRAM) / seg.max(1)).max(1) * seg.max(1);
-                for contents in t.contents.chunks(per_send) {
-                    self.send(&Transmit { contents, ..*t })?;
-                }
-                Ok(())
-            }
-            _ => self.send(t),
+        let Some(seg) = t.segment_size.map(|s| s.max(1)) else { return self.send(t) };
+        if self.mmsg {
+            return self.send_batch(t, seg);
         }
+        if t.contents.len() <= usize::from(MAX_DATAGRAM) {
+            return self.send(t);
+        }
+        let per_send = (usize::from(MAX_DATAGRAM) / seg).max(1) * seg;
+        for contents in t.contents.chunks(per_send) {
+            self.send(&Transmit { contents, ..*t })?;
+        }
+        Ok(())
     }
 
     fn poll_recv(

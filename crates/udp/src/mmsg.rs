@@ -44,9 +44,9 @@ pub(crate) fn send(fd: RawFd, t: &Transmit) -> io::Result<u64> {
             h.msg_iovlen = 1;
             // Every message reads the same ancillary data; the kernel
             // only reads it.
-            if control.1 > 0 {
-                h.msg_control = control.0.as_ptr() as *mut libc::c_void;
-                h.msg_controllen = control.1 as _;
+            if control.len > 0 {
+                h.msg_control = control.buf.as_ptr() as *mut libc::c_void;
+                h.msg_controllen = control.len as _;
             }
             msgs.push(libc::mmsghdr { msg_hdr: h, msg_len: 0 });
         }
@@ -73,8 +73,12 @@ pub(crate) fn send(fd: RawFd, t: &Transmit) -> io::Result<u64> {
 /// The ancillary data of every message of a batch: the ECN codepoint
 /// (RFC 3168; IP_TOS or IPV6_TCLASS, an int) and the source address
 /// (IP_PKTINFO or IPV6_PKTINFO), each when the batch has one.
-/// Kept in `u64`s: a cmsghdr is aligned as a size_t.
-struct Control(Vec<u64>, usize);
+struct Control {
+    /// Kept in `u64`s: a cmsghdr is aligned as a size_t.
+    buf: Vec<u64>,
+    /// Bytes of `buf` in use (0: none).
+    len: usize,
+}
 
 impl Control {
     fn new(t: &Transmit) -> Control {
@@ -111,7 +115,7 @@ impl Control {
         let len: usize = parts.iter().map(|p| size(p.2.len())).sum();
         let mut buf = vec![0u64; len.div_ceil(8)];
         if parts.is_empty() {
-            return Control(buf, 0);
+            return Control { buf, len: 0 };
         }
         // SAFETY: an all-zero msghdr is a valid empty one; it points at
         // `buf`, which holds CMSG_SPACE of every part, so CMSG_FIRSTHDR
@@ -130,7 +134,7 @@ impl Control {
                 c = libc::CMSG_NXTHDR(&h, c);
             }
         }
-        Control(buf, len)
+        Control { buf, len }
     }
 }
 

@@ -71,21 +71,9 @@ fn attach_steering(s: &UdpSocket, n: usize) -> io::Result<()> {
     const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
     let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
     use std::os::fd::AsRawFd;
-    // SAFETY: setsockopt with a valid fd and a sock_fprog pointing at
+    // SAFETY: the option takes a sock_fprog, whose filter points at
     // `prog`, which outlives the call (the kernel copies the program).
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_ATTACH_REUSEPORT_CBPF,
-            (&fprog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    unsafe { crate::socket_option(s.as_raw_fd(), SO_ATTACH_REUSEPORT_CBPF, &fprog) }
 }
 
 /// Connection IDs of endpoint `index` of `count` on one port: 8 bytes, the
