@@ -13,8 +13,13 @@
 //! `smbq-bench random ...`: fio-like random I/O against an external server
 //! (S2/S3 of BENCHMARKS.md; see `random.rs`).
 
+mod compare;
+mod linkem;
 mod packets;
 mod random;
+mod report;
+mod results;
+mod suite;
 
 use anyhow::bail;
 use packets::{Packets, S2nCounts, Side};
@@ -79,6 +84,16 @@ struct Args {
 enum Cmd {
     /// fio-like random I/O on one TCP connection to an external server.
     Random(random::RandomArgs),
+    /// The scenarios of BENCHMARKS.md (S1-S6) against every peer; writes
+    /// results.json, report.md and charts.
+    Suite(suite::SuiteArgs),
+    /// Run a command in a network namespace joined to another through a
+    /// user-space link with delay, jitter, loss and a rate limit.
+    Linkem(linkem::LinkemArgs),
+    /// What changed between two results.json, against their noise.
+    Compare(compare::CompareArgs),
+    /// Write report.md and the charts again from a results.json.
+    Report(report::ReportArgs),
 }
 
 struct Env {
@@ -101,8 +116,13 @@ struct Env {
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    if let Some(Cmd::Random(r)) = a.cmd {
-        return random::main(r);
+    match a.cmd.clone() {
+        Some(Cmd::Random(r)) => return random::main(r),
+        Some(Cmd::Suite(s)) => return suite::main(s),
+        Some(Cmd::Linkem(l)) => return linkem::main(l),
+        Some(Cmd::Compare(c)) => return compare::main(c),
+        Some(Cmd::Report(r)) => return report::main(r),
+        None => {}
     }
     smbq_transport::keep_large_buffers_on_heap();
     let size = a.size_mib << 20;
