@@ -13,9 +13,11 @@
 //! `smbq-bench random ...`: fio-like random I/O against an external server
 //! (S2/S3 of BENCHMARKS.md; see `random.rs`).
 
+mod ceilings;
 mod compare;
 mod linkem;
 mod packets;
+mod peers;
 mod random;
 mod report;
 mod results;
@@ -101,6 +103,9 @@ struct Env {
     tcp: SocketAddr,
     raw: SocketAddr,
     s2n: SocketAddr,
+    /// The TCP ceilings' servers (ceilings.rs).
+    raw_tcp: SocketAddr,
+    tcp_tls: SocketAddr,
     /// The server certificate, PEM (for s2n-quic's client).
     cert_pem: String,
     cert: rustls::pki_types::CertificateDer<'static>,
@@ -265,7 +270,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// The systems the bench knows, in the order it runs and prints them.
-const SYSTEMS: [&str; 5] = ["raw-quic", "raw-quic-file", "raw-s2n-quic", "smbq-quic", "smbq-tcp-enc"];
+const SYSTEMS: [&str; 7] = ["raw-quic", "raw-quic-file", "raw-s2n-quic", "raw-tcp", "tcp-tls", "smbq-quic", "smbq-tcp-enc"];
 
 /// Thread name prefix of the server's runtime (its workers and the engine
 /// threads it spawns); CPU time of all other threads counts as the client's.
@@ -386,7 +391,13 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let (cert_pem, key_pem) = (std::fs::read_to_string(cert_path)?, std::fs::read_to_string(key_path)?);
     let s2n_counts = S2nCounts::default();
     let s2n = s2n_raw_server(&cert_pem, &key_pem, max_udp_payload, s2n_counts.clone())?;
-    Ok(Env { quic: quic_addr, tcp, raw, s2n, cert_pem, cert, max_udp_payload, congestion, no_gso, quic_udp: opts.udp, raw_udp: raw_opts.udp, s2n_counts, _dir: dir })
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let raw_tcp = l.local_addr()?;
+    tokio::spawn(ceilings::serve(l, None));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let tcp_tls = l.local_addr()?;
+    tokio::spawn(ceilings::serve(l, Some((id.chain.clone(), id.key.clone_key()))));
+    Ok(Env { quic: quic_addr, tcp, raw, s2n, raw_tcp, tcp_tls, cert_pem, cert, max_udp_payload, congestion, no_gso, quic_udp: opts.udp, raw_udp: raw_opts.udp, s2n_counts, _dir: dir })
 }
 
 /// Raw bulk server: per stream, a 9-byte request: b'W' + length (sink that
@@ -620,6 +631,10 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
             copied: None,
         };
         return Ok((mbps, Packets { server, client }));
+    }
+    if name == "raw-tcp" || name == "tcp-tls" {
+        let (addr, tls) = if name == "raw-tcp" { (env.raw_tcp, None) } else { (env.tcp_tls, Some(env.cert.clone())) };
+        return Ok((ceilings::run(addr, tls, dir, data).await?, Packets::default()));
     }
     let server_udp = if name == "smbq-quic" { &env.quic_udp } else { &env.raw_udp };
     let before = server_udp.get();

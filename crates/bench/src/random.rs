@@ -49,7 +49,7 @@ pub struct RandomArgs {
     /// server asks; the run fails if no response came back sealed.
     #[arg(long)]
     encrypt: bool,
-    #[arg(long, value_parser = ["randread", "randwrite"])]
+    #[arg(long, value_parser = ["read", "write", "randread", "randwrite"])]
     rw: String,
     /// Request size (k, m, g suffixes: KiB, MiB, GiB).
     #[arg(long, default_value = "4k", value_parser = parse_size)]
@@ -84,7 +84,7 @@ pub struct RandomArgs {
 }
 
 /// "4k", "100k", "64m", "1g" or plain bytes.
-fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();
     let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
     let (num, shift) = match t.chars().last() {
@@ -98,12 +98,6 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 pub fn main(a: RandomArgs) -> anyhow::Result<()> {
-    if a.bs == 0 || a.filesize < a.bs || a.nrfiles == 0 || a.iodepth == 0 {
-        bail!("need bs > 0, filesize >= bs, nrfiles > 0 and iodepth > 0");
-    }
-    if a.bs > 8 << 20 {
-        bail!("bs over 8 MiB (the largest READ/WRITE smbq and Samba accept)");
-    }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let r = rt.block_on(run(&a))?;
     if a.json {
@@ -115,30 +109,30 @@ pub fn main(a: RandomArgs) -> anyhow::Result<()> {
 }
 
 /// What a run measured.
-struct Report {
-    cipher: String,
-    encrypted: bool,
-    laid_out: usize,
-    layout_secs: f64,
-    measured_secs: f64,
-    ops: u64,
-    bytes: u64,
-    hist: Histogram<u64>,
-    server_cpu: Option<f64>,
-    client_cpu: f64,
+pub struct Report {
+    pub cipher: String,
+    pub encrypted: bool,
+    pub laid_out: usize,
+    pub layout_secs: f64,
+    pub measured_secs: f64,
+    pub ops: u64,
+    pub bytes: u64,
+    pub hist: Histogram<u64>,
+    pub server_cpu: Option<f64>,
+    pub client_cpu: f64,
 }
 
 impl Report {
-    fn iops(&self) -> f64 {
+    pub fn iops(&self) -> f64 {
         self.ops as f64 / self.measured_secs.max(1e-9)
     }
 
-    fn mb_s(&self) -> f64 {
+    pub fn mb_s(&self) -> f64 {
         self.bytes as f64 / self.measured_secs.max(1e-9) / 1e6
     }
 
     /// Latency at quantile q, in microseconds.
-    fn lat_us(&self, q: f64) -> f64 {
+    pub fn lat_us(&self, q: f64) -> f64 {
         self.hist.value_at_quantile(q) as f64 / 1e3
     }
 
@@ -240,10 +234,14 @@ struct Pending {
 
 /// Requests in flight on one connection, matched to their responses by
 /// message id (a server may answer out of order).
-struct Pipe {
-    c: Client,
+pub struct Pipe {
+    pub c: Client,
     fids: Vec<FileId>,
     inflight: HashMap<u64, Pending>,
+    /// What WRITEs send: no block repeats exactly.
+    pattern: bytes::Bytes,
+    laid_out: usize,
+    layout_secs: f64,
 }
 
 impl Pipe {
@@ -283,6 +281,43 @@ impl Pipe {
     }
 }
 
+/// A fio-like job: what `smbq-bench random` takes on its command line,
+/// and what the suite runs for S1-S3 and S6.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// read, write (sequential), randread, randwrite.
+    pub rw: String,
+    pub bs: u64,
+    pub nrfiles: usize,
+    pub filesize: u64,
+    pub iodepth: usize,
+    pub ramp: f64,
+    pub runtime: f64,
+    pub name: String,
+    pub seed: u64,
+    /// Whose CPU time (with its descendants') counts as the server's.
+    pub server_pid: Option<u32>,
+}
+
+impl Job {
+    fn check(&self) -> anyhow::Result<()> {
+        if self.bs == 0 || self.filesize < self.bs || self.nrfiles == 0 || self.iodepth == 0 {
+            bail!("need bs > 0, filesize >= bs, nrfiles > 0 and iodepth > 0");
+        }
+        if self.bs > 8 << 20 {
+            bail!("bs over 8 MiB (the largest READ/WRITE smbq and Samba accept)");
+        }
+        if !["read", "write", "randread", "randwrite"].contains(&self.rw.as_str()) {
+            bail!("rw is read, write, randread or randwrite, not {}", self.rw);
+        }
+        Ok(())
+    }
+
+    fn is_write(&self) -> bool {
+        self.rw.ends_with("write")
+    }
+}
+
 async fn run(a: &RandomArgs) -> anyhow::Result<Report> {
     let mut c = Client::connect_tcp(a.addr).await.with_context(|| format!("connect to {}", a.addr))?;
     c.negotiate(false).await.context("NEGOTIATE")?;
@@ -294,95 +329,145 @@ async fn run(a: &RandomArgs) -> anyhow::Result<Report> {
         c.core.encrypt = true;
     }
     c.tree_connect(&format!("\\\\{}\\{}", a.addr.ip(), a.share)).await.context("TREE_CONNECT")?;
-    let cipher = match (c.core.encrypt, c.core.cipher) {
-        (true, Some(x)) => format!("{x:?}"),
-        _ => "none".into(),
+    let job = Job {
+        rw: a.rw.clone(),
+        bs: a.bs,
+        nrfiles: a.nrfiles,
+        filesize: a.filesize,
+        iodepth: a.iodepth,
+        ramp: a.ramp,
+        runtime: a.runtime,
+        name: a.name.clone(),
+        seed: a.seed,
+        server_pid: a.server_pid,
     };
-    let mut pipe = Pipe { c, fids: Vec::new(), inflight: HashMap::new() };
-    let pattern = bytes::Bytes::from(super::pattern((1 << 20) + a.bs as usize));
-
-    // Layout: every file whole, in WRITEs of the block size, as fio lays files out
-    // (`extend_file` writes max_bs[DDIR_WRITE] at a time), `iodepth` outstanding. The
-    // write size matters on Linux 6.16+: ext4 caches a file written in 1 MiB requests
-    // in large folios, and every 4 KiB write into one then walks all the folio's
-    // buffer heads (40% of a server's CPU time in S2 randwrite, on smbq and smbd alike).
-    let t = Instant::now();
-    let mut laid_out = 0;
-    for i in 0..a.nrfiles {
-        let name = format!("{}.{i}", a.name);
-        let (fid, r) = pipe.c.create(&name, disposition::OPEN_IF, 0).await.with_context(|| format!("CREATE {name}"))?;
-        pipe.fids.push(fid);
-        if r.end_of_file == a.filesize {
-            continue;
-        }
-        laid_out += 1;
-        let chunk = a.bs;
-        let mut off = 0;
-        while off < a.filesize || !pipe.inflight.is_empty() {
-            while off < a.filesize && pipe.inflight.len() < a.iodepth {
-                let n = (a.filesize - off).min(chunk) as usize;
-                pipe.submit(Command::WRITE, i, off, &pattern[..n], n as u32).await?;
-                off += n as u64;
-            }
-            pipe.complete().await.context("laying the files out")?;
-        }
-        // A file that was larger keeps its size; reads past filesize never happen.
-    }
-    let layout_secs = t.elapsed().as_secs_f64();
-
-    // The random phase.
-    let command = if a.rw == "randwrite" { Command::WRITE } else { Command::READ };
-    let blocks = a.filesize / a.bs;
-    let bs = a.bs as usize;
-    let mut rng = Rng::new(a.seed);
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 3)?;
-    let start = Instant::now();
-    let ramp_end = start + Duration::from_secs_f64(a.ramp.max(0.0));
-    let end = ramp_end + Duration::from_secs_f64(a.runtime.max(0.0));
-    let mut window: Option<(Instant, Option<f64>, f64)> = None;
-    let mut closed: Option<(f64, Option<f64>, f64)> = None;
-    let (mut ops, mut bytes, mut n) = (0u64, 0u64, 0u64);
-    loop {
-        while closed.is_none() && pipe.inflight.len() < a.iodepth {
-            let file = (n % a.nrfiles as u64) as usize;
-            let offset = (rng.next() % blocks) * a.bs;
-            let at = ((n as usize) * bs) % (pattern.len() - bs + 1);
-            pipe.submit(command, file, offset, &pattern[at..at + bs], bs as u32).await?;
-            n += 1;
-        }
-        if pipe.inflight.is_empty() {
-            break;
-        }
-        let p = pipe.complete().await?;
-        let done = Instant::now();
-        if closed.is_some() {
-            continue;
-        }
-        if window.is_none() && done >= ramp_end {
-            window = Some((done, a.server_pid.and_then(tree_cpu_seconds), self_cpu_seconds()));
-        }
-        if let Some((t0, s0, c0)) = window {
-            if done >= end {
-                let s1 = a.server_pid.and_then(tree_cpu_seconds);
-                let secs = done.duration_since(t0).as_secs_f64();
-                closed = Some((secs, s0.zip(s1).map(|(a, b)| b - a), self_cpu_seconds() - c0));
-            } else {
-                let ns = done.duration_since(p.sent).as_nanos().clamp(1, 120_000_000_000) as u64;
-                hist.record(ns)?;
-                ops += 1;
-                bytes += u64::from(p.len);
-            }
-        }
-    }
-    let Some((measured_secs, server_cpu, client_cpu)) = closed else { bail!("the run ended before its window") };
-    for fid in std::mem::take(&mut pipe.fids) {
-        pipe.c.close(fid).await.context("CLOSE")?;
-    }
-    let encrypted = pipe.c.core.transforms_received > 0;
-    if a.encrypt && !encrypted {
+    let mut pipe = Pipe::new(c);
+    pipe.layout(&job).await?;
+    let r = pipe.measure(&job).await?;
+    pipe.close_all().await?;
+    if a.encrypt && !r.encrypted {
         bail!("--encrypt, but no response came back sealed");
     }
-    Ok(Report { cipher, encrypted, laid_out, layout_secs, measured_secs, ops, bytes, hist, server_cpu, client_cpu })
+    Ok(r)
+}
+
+impl Pipe {
+    /// A pipe on a client that has connected a tree.
+    pub fn new(c: Client) -> Pipe {
+        Pipe { c, fids: Vec::new(), inflight: HashMap::new(), pattern: bytes::Bytes::from(super::pattern((1 << 20) + (8 << 20))), laid_out: 0, layout_secs: 0.0 }
+    }
+
+    /// Opens the job's files (OPEN_IF) and writes every one whole that does
+    /// not have the job's size yet.
+    pub async fn layout(&mut self, job: &Job) -> anyhow::Result<()> {
+        job.check()?;
+        // Every file whole, in WRITEs of the block size, as fio lays files out
+        // (`extend_file` writes max_bs[DDIR_WRITE] at a time), `iodepth` outstanding. The
+        // write size matters on Linux 6.16+: ext4 caches a file written in 1 MiB requests
+        // in large folios, and every 4 KiB write into one then walks all the folio's
+        // buffer heads (40% of a server's CPU time in S2 randwrite, on smbq and smbd alike).
+        let t = Instant::now();
+        let pattern = self.pattern.clone();
+        for i in 0..job.nrfiles {
+            let name = format!("{}.{i}", job.name);
+            let (fid, r) = self.c.create(&name, disposition::OPEN_IF, 0).await.with_context(|| format!("CREATE {name}"))?;
+            self.fids.push(fid);
+            if r.end_of_file == job.filesize {
+                continue;
+            }
+            self.laid_out += 1;
+            let chunk = job.bs;
+            let mut off = 0;
+            while off < job.filesize || !self.inflight.is_empty() {
+                while off < job.filesize && self.inflight.len() < job.iodepth {
+                    let n = (job.filesize - off).min(chunk) as usize;
+                    self.submit(Command::WRITE, i, off, &pattern[..n], n as u32).await?;
+                    off += n as u64;
+                }
+                self.complete().await.context("laying the files out")?;
+            }
+            // A file that was larger keeps its size; reads past filesize never happen.
+        }
+        self.layout_secs = t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// The timed part: `iodepth` requests outstanding through the ramp and
+    /// the measured window, then until the last one completes.
+    pub async fn measure(&mut self, job: &Job) -> anyhow::Result<Report> {
+        let command = if job.is_write() { Command::WRITE } else { Command::READ };
+        let sequential = !job.rw.starts_with("rand");
+        let blocks = job.filesize / job.bs;
+        let bs = job.bs as usize;
+        let pattern = self.pattern.clone();
+        let mut rng = Rng::new(job.seed);
+        let mut cursor = vec![0u64; job.nrfiles];
+        let mut hist = Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 3)?;
+        let start = Instant::now();
+        let ramp_end = start + Duration::from_secs_f64(job.ramp.max(0.0));
+        let end = ramp_end + Duration::from_secs_f64(job.runtime.max(0.0));
+        let mut window: Option<(Instant, Option<f64>, f64)> = None;
+        let mut closed: Option<(f64, Option<f64>, f64)> = None;
+        let (mut ops, mut bytes, mut n) = (0u64, 0u64, 0u64);
+        loop {
+            while closed.is_none() && self.inflight.len() < job.iodepth {
+                let file = (n % job.nrfiles as u64) as usize;
+                let block = if sequential {
+                    let b = cursor[file];
+                    cursor[file] = (b + 1) % blocks;
+                    b
+                } else {
+                    rng.next() % blocks
+                };
+                let at = ((n as usize) * bs) % (pattern.len() - bs + 1);
+                self.submit(command, file, block * job.bs, &pattern[at..at + bs], bs as u32).await?;
+                n += 1;
+            }
+            if self.inflight.is_empty() {
+                break;
+            }
+            let p = self.complete().await?;
+            let done = Instant::now();
+            if closed.is_some() {
+                continue;
+            }
+            if window.is_none() && done >= ramp_end {
+                window = Some((done, job.server_pid.and_then(tree_cpu_seconds), self_cpu_seconds()));
+            }
+            if let Some((t0, s0, c0)) = window {
+                if done >= end {
+                    let s1 = job.server_pid.and_then(tree_cpu_seconds);
+                    let secs = done.duration_since(t0).as_secs_f64();
+                    closed = Some((secs, s0.zip(s1).map(|(a, b)| b - a), self_cpu_seconds() - c0));
+                } else {
+                    record(&mut hist, &mut ops, &mut bytes, &p, done)?;
+                }
+            }
+        }
+        let Some((measured_secs, server_cpu, client_cpu)) = closed else { bail!("the run ended before its window") };
+        let cipher = match (self.c.core.encrypt, self.c.core.cipher) {
+            (true, Some(x)) => format!("{x:?}"),
+            _ => "none".into(),
+        };
+        let encrypted = self.c.core.transforms_received > 0;
+        Ok(Report { cipher, encrypted, laid_out: self.laid_out, layout_secs: self.layout_secs, measured_secs, ops, bytes, hist, server_cpu, client_cpu })
+    }
+
+    pub async fn close_all(&mut self) -> anyhow::Result<()> {
+        for fid in std::mem::take(&mut self.fids) {
+            self.c.close(fid).await.context("CLOSE")?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts one completed request in the window.
+fn record(hist: &mut Histogram<u64>, ops: &mut u64, bytes: &mut u64, p: &Pending, done: Instant) -> anyhow::Result<()> {
+    let ns = done.duration_since(p.sent).as_nanos().clamp(1, 120_000_000_000) as u64;
+    hist.record(ns)?;
+    *ops += 1;
+    *bytes += u64::from(p.len);
+    Ok(())
 }
 
 fn clock_ticks() -> f64 {
@@ -401,7 +486,7 @@ fn stat_of(pid: u32) -> Option<(u32, u64)> {
 
 /// CPU seconds of `pid` and every live descendant, each with its reaped
 /// children; None when `pid` is gone.
-fn tree_cpu_seconds(pid: u32) -> Option<f64> {
+pub fn tree_cpu_seconds(pid: u32) -> Option<f64> {
     let (_, own) = stat_of(pid)?;
     let mut procs: Vec<(u32, u32, u64)> = Vec::new();
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
