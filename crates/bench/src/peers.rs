@@ -154,7 +154,17 @@ fn free_port(p: &Place) -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind((p.ip, 0))?.local_addr()?.port())
 }
 
-fn wait_port(addr: SocketAddr, child: &mut Child, what: &str, netns: Option<&str>) -> anyhow::Result<()> {
+/// Waits until `addr` takes connections; failing, says why with the end
+/// of the server's log.
+fn wait_port(addr: SocketAddr, child: &mut Child, what: &str, netns: Option<&str>, log: &Path) -> anyhow::Result<()> {
+    wait_port_quiet(addr, child, what, netns).map_err(|e| {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(4).collect();
+        e.context(format!("{} says: {}", log.display(), tail.into_iter().rev().collect::<Vec<_>>().join(" | ")))
+    })
+}
+
+fn wait_port_quiet(addr: SocketAddr, child: &mut Child, what: &str, netns: Option<&str>) -> anyhow::Result<()> {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(30) {
         if let Some(st) = child.try_wait()? {
@@ -248,8 +258,7 @@ pub fn start_smbd(work: &Path, at: &Place) -> anyhow::Result<Server> {
         format!(
             "[global]
   smb ports = {port}
-  bind interfaces only = yes
-  interfaces = {ip}/32 lo
+  {bind}
   private dir = {w}/private
   lock directory = {w}/lock
   state directory = {w}/state
@@ -276,7 +285,9 @@ pub fn start_smbd(work: &Path, at: &Place) -> anyhow::Result<Server> {
   read only = no
   server smb encrypt = if_required
 ",
-            ip = at.ip,
+            // In a namespace of its own (the link's), all addresses: Samba
+            // skips the TUN device (no broadcast) when it matches interfaces.
+            bind = if at.netns.is_some() { "bind interfaces only = no".to_string() } else { format!("bind interfaces only = yes\n  interfaces = {}/32 lo", at.ip) },
             s = share.display()
         ),
     )?;
@@ -304,7 +315,7 @@ pub fn start_smbd(work: &Path, at: &Place) -> anyhow::Result<Server> {
     cmd.process_group(0);
     let mut child = cmd.spawn().context("smbd")?;
     let tcp = SocketAddr::new(at.ip, port);
-    wait_port(tcp, &mut child, "smbd", at.netns.as_deref())?;
+    wait_port(tcp, &mut child, "smbd", at.netns.as_deref(), &work.join("server.log"))?;
     Ok(Server { child, tcp, quic: None, user: SMBD_USER.into(), password, share_dir: share, cert: None, ssh_key: None })
 }
 
@@ -346,7 +357,7 @@ pub fn start_sshd(work: &Path, at: &Place) -> anyhow::Result<Server> {
     cmd.args(["-D", "-e", "-f"]).arg(&conf).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     let mut child = cmd.spawn().context("sshd")?;
     let tcp = SocketAddr::new(at.ip, port);
-    wait_port(tcp, &mut child, "sshd", at.netns.as_deref())?;
+    wait_port(tcp, &mut child, "sshd", at.netns.as_deref(), &work.join("server.log"))?;
     Ok(Server { child, tcp, quic: None, user: "root".into(), password: String::new(), share_dir: share, cert: None, ssh_key: Some(client) })
 }
 

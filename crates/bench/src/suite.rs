@@ -272,6 +272,7 @@ fn loopback(plan: &Plan, work: &Path, want: &dyn Fn(&str) -> bool, scenario: &dy
                     pipe.layout(&j).await?;
                     let r = pipe.measure(&j).await?;
                     pipe.close_all().await?;
+                    hang_up(pipe.c);
                     anyhow::Ok(r)
                 });
                 match r {
@@ -371,8 +372,9 @@ fn server_of<'a>(system: &str, smbq: &'a Result<Server, String>, smbd: &'a Resul
 async fn scale(system: &str, srv: &Server, n: usize, plan: &Plan) -> anyhow::Result<Vec<(&'static str, f64)>> {
     let j = Job { runtime: plan.runtime, ..job("randread", 4096, 16, 100 << 10, 4, plan, "s6") };
     let mut pipes = Vec::with_capacity(n);
+    let remote = RemoteSmb::of(srv);
     for _ in 0..n {
-        let mut p = Pipe::new(RemoteSmb::of(srv).connect(system).await?);
+        let mut p = Pipe::new(remote.connect(system).await?);
         p.layout(&j).await?;
         pipes.push(p);
     }
@@ -398,8 +400,9 @@ async fn scale(system: &str, srv: &Server, n: usize, plan: &Plan) -> anyhow::Res
         pipes.push(p);
     }
     let cpu = crate::random::tree_cpu_seconds(srv.pid()).zip(cpu0).map(|(b, a)| b - a);
-    for p in &mut pipes {
+    for mut p in pipes {
         p.close_all().await?;
+        hang_up(p.c);
     }
     let iops = ops as f64 / window.max(1e-9);
     Ok(vec![
@@ -411,18 +414,45 @@ async fn scale(system: &str, srv: &Server, n: usize, plan: &Plan) -> anyhow::Res
 }
 
 /// S6 idle: the server's memory per authenticated, tree-connected idle
-/// connection, from its PSS before and with `n` of them.
+/// connection: its PSS with 16 such connections (what any connection
+/// shares is allocated by then), and with `n` more.
 async fn idle(system: &str, srv: &Server, n: usize) -> anyhow::Result<f64> {
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = srv_mem_mib(srv);
-    let mut conns = Vec::with_capacity(n);
-    for _ in 0..n {
-        conns.push(RemoteSmb::of(srv).connect(system).await?);
+    let remote = RemoteSmb::of(srv);
+    let mut conns = Vec::with_capacity(n + 16);
+    for _ in 0..16 {
+        conns.push(remote.connect(system).await?);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = srv_mem_mib(srv);
-    drop(conns);
+    let before = settled_mem_mib(srv).await;
+    for _ in 0..n {
+        conns.push(remote.connect(system).await?);
+    }
+    let after = settled_mem_mib(srv).await;
+    conns.into_iter().for_each(hang_up);
     Ok((after - before) * 1024.0 / n as f64)
+}
+
+/// The server's memory once two readings 200 ms apart agree within 1%
+/// (connections that just ended are gone), at most 5 s.
+async fn settled_mem_mib(srv: &Server) -> f64 {
+    let mut last = srv_mem_mib(srv);
+    for _ in 0..25 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = srv_mem_mib(srv);
+        if (now - last).abs() <= 0.01 * last {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// Ends a client's connection now: QUIC with CONNECTION_CLOSE (the
+/// server would keep a silently dropped one until its idle timeout), TCP
+/// with the socket's FIN.
+fn hang_up(c: Client) {
+    if let Some((_, conn)) = &c.quic {
+        conn.close(0u32.into(), b"");
+    }
 }
 
 /// Proportional set size of the server and its children (smbd forks one
@@ -502,6 +532,8 @@ fn over_link(
     let mut set = |delay: f64, loss: f64, progress: &mut Progress, checks: &mut Vec<LinkCheck>| -> anyhow::Result<()> {
         let p = LinkParams { delay: Duration::from_secs_f64(delay / 1e3), loss: loss / 100.0, ..LinkParams::default() };
         link.set(p);
+        // Packets already in the delay line leave under the old setting.
+        std::thread::sleep(Duration::from_millis(200));
         if !checked.contains(&(delay, loss)) && (delay, loss) != (0.0, 0.0) {
             checked.push((delay, loss));
             let c = link.check(10_000, false)?;
@@ -560,7 +592,7 @@ fn over_link(
         for &size in &plan.s5_sizes {
             let name = format!("s5-{size}.bin");
             for srv in [&smbq, &smbd].into_iter().flatten() {
-                std::fs::write(srv.share_dir.join(&name), crate::pattern(size as usize))?;
+                put_in_share(&srv.share_dir.join(&name), &crate::pattern(size as usize))?;
             }
         }
         for &delay in &plan.s5_delays {
@@ -657,6 +689,15 @@ fn make_files(dir: &Path, prefix: &str, sizes: &[u64], seed: u64) -> anyhow::Res
     Ok(out)
 }
 
+/// A file for a server to read, writable by whoever it serves as (smbd
+/// opens as its Unix user, and our client asks for read and write).
+fn put_in_share(path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, data)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(())
+}
+
 fn sha256_file(p: &Path) -> anyhow::Result<[u8; 32]> {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
@@ -678,7 +719,7 @@ fn transfer_group(link: &Link, system: &str, srv: &Server, files: &[(PathBuf, u6
     }
     if dir == "download" {
         for (p, _) in files {
-            std::fs::copy(p, srv.share_dir.join(p.file_name().context("file name")?))?;
+            put_in_share(&srv.share_dir.join(p.file_name().context("file name")?), &std::fs::read(p)?)?;
         }
     }
     let secs = if system == "scp" {
@@ -726,7 +767,11 @@ fn transfer_group(link: &Link, system: &str, srv: &Server, files: &[(PathBuf, u6
                         std::fs::write(back2.join(name), &buf)?;
                     }
                 }
-                Ok(t.elapsed().as_secs_f64())
+                let secs = t.elapsed().as_secs_f64();
+                if let Some((_, conn)) = &c.quic {
+                    crate::debug_stats(&system, &dir2, conn);
+                }
+                Ok(secs)
             })
         })??
     };
@@ -765,7 +810,11 @@ impl RemoteSmb {
         let c = if system == "smbq-quic" {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(self.cert.clone().context("no certificate")?)?;
-            Client::connect_quic(QuicTarget::new(self.quic.context("no QUIC address")?, "localhost", roots)).await.context("QUIC connect")?
+            let mut t = QuicTarget::new(self.quic.context("no QUIC address")?, "localhost", roots);
+            if let Some(m) = std::env::var("SMBQ_SUITE_MTU").ok().and_then(|v| v.parse().ok()) {
+                t.max_udp_payload = m;
+            }
+            Client::connect_quic(t).await.context("QUIC connect")?
         } else {
             Client::connect_tcp(self.tcp).await.context("TCP connect")?
         };
@@ -830,6 +879,9 @@ fn phases(link: &Link, system: &str, srv: &Server, size: u64) -> anyhow::Result<
             let t = Instant::now();
             c.close(fid).await?;
             let close = ms(t);
+            if let Some((_, conn)) = &c.quic {
+                crate::debug_stats(&system, "S5", conn);
+            }
             Ok(vec![("handshake_ms", handshake), ("setup_ms", setup), ("ttfb_ms", ttfb), ("transfer_ms", transfer), ("close_ms", close), ("total_ms", ms(t0))])
         })
     })?

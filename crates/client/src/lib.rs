@@ -64,7 +64,8 @@ pub struct QuicTarget<'a> {
     pub client_cert: Option<(Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>)>,
     /// Stream receive window (the connection's is twice that).
     pub receive_window: u32,
-    /// Upper bound for path MTU discovery (UDP payload bytes).
+    /// Upper bound for path MTU discovery (UDP payload bytes); by default
+    /// [`smbq_udp::mtu_upper_bound`] of the server's address.
     pub max_udp_payload: u16,
     /// What the endpoint's UDP socket does (calls, datagrams, bytes).
     pub udp: Arc<smbq_udp::Counters>,
@@ -75,7 +76,7 @@ pub struct QuicTarget<'a> {
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::MAX_DATAGRAM, udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false }
+        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false }
     }
 }
 

@@ -34,6 +34,7 @@
 //! udp_buffer = 8388608
 //! congestion = "cubic"         # or "bbr", "newreno"
 //! endpoints = 2                # QUIC endpoints on the port (SO_REUSEPORT, steered by connection ID); default: cores, at most 8
+//! max_udp_payload = 0          # MTU discovery's upper bound; 0: 65507 on loopback, else 1452 (8972 for jumbo frames)
 //! require_client_cert = false
 //! client_fingerprints = ["AB:CD:..."]   # SHA-256 of allowed client certificates
 //! client_ca = "/etc/smbq/clients-ca.pem"
@@ -82,6 +83,9 @@ pub struct QuicSection {
     pub udp_buffer: usize,
     pub congestion: String,
     pub endpoints: usize,
+    /// Upper bound of path MTU discovery, UDP payload bytes; 0: 65,507 when
+    /// QUIC listens on loopback, else 1452 (smbq_udp::mtu_upper_bound).
+    pub max_udp_payload: u16,
     pub require_client_cert: bool,
     pub client_fingerprints: Vec<String>,
     pub client_ca: Option<PathBuf>,
@@ -99,6 +103,7 @@ impl Default for QuicSection {
             udp_buffer: d.udp_buffer,
             congestion: "cubic".into(),
             endpoints: d.endpoints,
+            max_udp_payload: 0,
             require_client_cert: false,
             client_fingerprints: Vec::new(),
             client_ca: None,
@@ -118,6 +123,9 @@ impl QuicSection {
         range("connection_window", self.connection_window, self.stream_window, 1 << 33)?;
         range("udp_buffer", self.udp_buffer as u64, 65536, 1 << 30)?;
         range("endpoints", self.endpoints as u64, 1, smbq_transport::quic::MAX_ENDPOINTS as u64)?;
+        if self.max_udp_payload != 0 {
+            range("max_udp_payload", self.max_udp_payload.into(), 1200, smbq_udp::MAX_DATAGRAM.into())?;
+        }
         let congestion = self.congestion.parse().map_err(|e| format!("[quic_options] congestion: {e}"))?;
         Ok(QuicOptions {
             congestion,
@@ -127,6 +135,7 @@ impl QuicSection {
             connection_window: self.connection_window,
             udp_buffer: self.udp_buffer,
             endpoints: self.endpoints,
+            max_udp_payload: if self.max_udp_payload == 0 { QuicOptions::default().max_udp_payload } else { self.max_udp_payload },
             ..QuicOptions::default()
         })
     }

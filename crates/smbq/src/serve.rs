@@ -101,7 +101,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         bail!("--no-tcp and --no-quic leave nothing to serve");
     }
     let qs = &file.quic_options;
-    let quic_opts = qs.options().map_err(anyhow::Error::msg)?;
+    let mut quic_opts = qs.options().map_err(anyhow::Error::msg)?;
+    if qs.max_udp_payload == 0 {
+        // The default listens on all addresses: real paths, 1452 bytes.
+        let ip = args.quic.or(file.quic).map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
+        quic_opts.max_udp_payload = smbq_udp::mtu_upper_bound(ip);
+    }
     let config = ServerConfig {
         shares,
         limits: file.limits.clone(),
