@@ -515,7 +515,81 @@ fn self_cpu_seconds() -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::*;
+
+    /// Our server in this process on loopback TCP; a client with its tree
+    /// connected, and the share's directory.
+    async fn served() -> (Client, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut users = smbq_auth::UserDb::new();
+        users.add("u", "p");
+        let mut config = smbq_server::ServerConfig::default();
+        config.shares.push(smbq_server::ShareConfig::new("share", dir.path().to_path_buf()));
+        let server = std::sync::Arc::new(smbq_server::Server::new(config, users).expect("server"));
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        tokio::spawn(smbq_transport::tcp::serve(l, server, std::future::pending()));
+        let mut c = Client::connect_tcp(addr).await.expect("connect");
+        c.negotiate(false).await.expect("negotiate");
+        c.login("u", "p").await.expect("login");
+        c.tree_connect("\\\\127.0.0.1\\share").await.expect("tree");
+        (c, dir)
+    }
+
+    fn job(rw: &str, nrfiles: usize) -> Job {
+        Job { rw: rw.into(), bs: 4096, nrfiles, filesize: 64 << 10, iodepth: 4, ramp: 0.1, runtime: 0.4, name: "acct".into(), seed: 7, server_pid: Some(std::process::id()) }
+    }
+
+    #[tokio::test]
+    async fn the_engine_counts_what_completed_in_the_window() {
+        let (c, dir) = served().await;
+        let mut pipe = Pipe::new(c);
+        for rw in ["randwrite", "randread", "write", "read"] {
+            let j = job(rw, 3);
+            pipe.layout(&j).await.expect("layout");
+            let r = pipe.measure(&j).await.expect("measure");
+            assert!(r.ops > 0, "{rw}: nothing completed");
+            assert_eq!(r.bytes, r.ops * j.bs, "{rw}: bytes are whole requests");
+            assert_eq!(r.hist.len(), r.ops, "{rw}: one latency per counted request");
+            // From the first completion after the ramp to the first at or
+            // after its end: the runtime, give or take a request.
+            assert!(r.measured_secs > 0.5 * j.runtime && r.measured_secs < j.runtime + 5.0, "{rw}: window {}", r.measured_secs);
+            assert!((r.iops() - r.ops as f64 / r.measured_secs).abs() < 1e-6);
+            assert!((r.mb_s() - r.bytes as f64 / r.measured_secs / 1e6).abs() < 1e-6);
+            assert!(r.lat_us(0.5) <= r.lat_us(0.99) && r.lat_us(0.99) <= r.lat_us(0.999), "{rw}: percentiles in order");
+            assert!(r.lat_us(0.5) > 0.0);
+            assert!(r.server_cpu.is_some(), "{rw}: the server's CPU time was read");
+            pipe.close_all().await.expect("close");
+        }
+        // Laid out once, by the first job; every request stayed inside
+        // the files.
+        for i in 0..3 {
+            let len = std::fs::metadata(dir.path().join(format!("acct.{i}"))).expect("file").len();
+            assert_eq!(len, 64 << 10);
+        }
+    }
+
+    #[tokio::test]
+    async fn files_of_the_right_size_are_not_laid_out_again() {
+        let (c, _dir) = served().await;
+        let mut pipe = Pipe::new(c);
+        let j = job("randread", 2);
+        pipe.layout(&j).await.expect("layout");
+        assert_eq!(pipe.laid_out, 2);
+        pipe.close_all().await.expect("close");
+        let mut again = Pipe::new(pipe.c);
+        again.layout(&j).await.expect("layout");
+        assert_eq!(again.laid_out, 0);
+    }
+
+    #[test]
+    fn jobs_are_checked() {
+        assert!(job("randread", 1).check().is_ok());
+        assert!(job("randrw", 1).check().is_err());
+        assert!(Job { bs: 0, ..job("read", 1) }.check().is_err());
+        assert!(Job { filesize: 100, ..job("read", 1) }.check().is_err());
+        assert!(Job { bs: 16 << 20, filesize: 32 << 20, ..job("read", 1) }.check().is_err());
+    }
 
     #[test]
     fn sizes() {
