@@ -187,7 +187,8 @@ fn wait_port_quiet(addr: SocketAddr, child: &mut Child, what: &str, netns: Optio
     bail!("{what} did not listen on {addr} within 30 s")
 }
 
-pub fn start_smbq(work: &Path, at: &Place) -> anyhow::Result<Server> {
+/// `smbq serve` on its defaults, or with `config` (a TOML file).
+pub fn start_smbq(work: &Path, at: &Place, config: Option<&Path>) -> anyhow::Result<Server> {
     let bin = smbq_bin()?;
     let (share, state, users) = (work.join("share"), work.join("state"), work.join("users"));
     std::fs::create_dir_all(&share)?;
@@ -204,6 +205,9 @@ pub fn start_smbq(work: &Path, at: &Place) -> anyhow::Result<Server> {
     let mut cmd = at.command(&bin.to_string_lossy());
     cmd.arg("serve").arg(&share).arg("--tcp").arg(format!("{}:0", at.ip)).arg("--quic").arg(format!("{}:0", at.ip));
     cmd.arg("--users").arg(&users).arg("--state-dir").arg(&state);
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
     let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().context("smbq serve")?;
     let err = child.stderr.take().context("smbq's stderr")?;
     let (tx, rx) = std::sync::mpsc::channel();

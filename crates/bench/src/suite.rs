@@ -66,7 +66,18 @@ pub struct SuiteArgs {
     /// Files of S4's photo group (default 10 quick, 100 --full).
     #[arg(long)]
     s4_files: Option<usize>,
+    /// A config file for `smbq serve` (default: none, the defaults a user
+    /// gets), e.g. `[quic_options] congestion = "bbr"`.
+    #[arg(long)]
+    smbq_config: Option<PathBuf>,
+    /// Congestion controller of our QUIC client: cubic, bbr or newreno.
+    #[arg(long, default_value = "cubic")]
+    quic_congestion: smbq_udp::Congestion,
 }
+
+/// Our QUIC client's congestion controller (`--quic-congestion`), set once
+/// at the start.
+static CLIENT_CONGESTION: std::sync::OnceLock<smbq_udp::Congestion> = std::sync::OnceLock::new();
 
 /// What a run does: the quick defaults or the thesis's lengths.
 #[derive(Clone, Debug)]
@@ -180,6 +191,7 @@ impl Progress {
 
 pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
     let plan = Plan::new(&a);
+    let _ = CLIENT_CONGESTION.set(a.quic_congestion);
     let started = now_rfc3339();
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("bench/results").join(&started[..10]));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -193,13 +205,13 @@ pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
     eprintln!("smbq-bench suite ({}), servers under {}, results to {}", if plan.full { "full" } else { "quick" }, parent.display(), out.display());
 
     if ["S1", "S2", "S3", "S6"].iter().any(|s| scenario(s)) {
-        loopback(&plan, work.path(), &want, &scenario, &mut book, &mut progress)?;
+        loopback(&plan, work.path(), a.smbq_config.as_deref(), &want, &scenario, &mut book, &mut progress)?;
     }
     if scenario("S1") {
         ceilings(&plan, &parent, &want, &mut book, &mut progress);
     }
     if scenario("S4") || scenario("S5") {
-        if let Err(e) = over_link(&plan, work.path(), &want, &scenario, &mut book, &mut progress, &mut link_checks) {
+        if let Err(e) = over_link(&plan, work.path(), a.smbq_config.as_deref(), &want, &scenario, &mut book, &mut progress, &mut link_checks) {
             eprintln!("the link scenarios stopped: {e:#}");
             for s in ["S4", "S5"].into_iter().filter(|s| scenario(s)) {
                 book.fail(s, "all", "all", &[], &format!("failed: {e:#}"));
@@ -214,7 +226,12 @@ pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
         git_dirty: git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty()),
         machine: machine(),
         versions: versions(),
-        params: plan.params(),
+        params: {
+            let mut p = plan.params();
+            p.insert("smbq_config".into(), a.smbq_config.as_ref().map_or("none (defaults)".into(), |c| std::fs::read_to_string(c).unwrap_or_default()).into());
+            p.insert("quic_client_congestion".into(), format!("{:?}", a.quic_congestion).to_lowercase().into());
+            p
+        },
         link_checks,
         results: book.entries,
     };
@@ -226,10 +243,10 @@ pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
 }
 
 /// S1-S3 and S6: smbq and smbd on 127.0.0.1, pinned to CPU 0.
-fn loopback(plan: &Plan, work: &Path, want: &dyn Fn(&str) -> bool, scenario: &dyn Fn(&str) -> bool, book: &mut Book, progress: &mut Progress) -> anyhow::Result<()> {
+fn loopback(plan: &Plan, work: &Path, smbq_config: Option<&Path>, want: &dyn Fn(&str) -> bool, scenario: &dyn Fn(&str) -> bool, book: &mut Book, progress: &mut Progress) -> anyhow::Result<()> {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let at = Place { ip: IpAddr::V4(Ipv4Addr::LOCALHOST), netns: None, cpu: (cpus >= 2).then_some(0) };
-    let smbq = if SMB_ROWS[..2].iter().any(|s| want(s)) { start(peers::start_smbq(&work.join("smbq"), &at)) } else { Err("not asked for".into()) };
+    let smbq = if SMB_ROWS[..2].iter().any(|s| want(s)) { start(peers::start_smbq(&work.join("smbq"), &at, smbq_config)) } else { Err("not asked for".into()) };
     let smbd = if SMB_ROWS[2..].iter().any(|s| want(s)) { start(peers::start_smbd(&work.join("smbd"), &at)) } else { Err("not asked for".into()) };
     let rows: Vec<(&str, Result<&Server, String>)> = SMB_ROWS.iter().filter(|s| want(s)).map(|&s| (s, server_of(s, &smbq, &smbd))).collect();
     // The client: one thread, on CPU 1.
@@ -511,9 +528,11 @@ fn ceilings(plan: &Plan, parent: &Path, want: &dyn Fn(&str) -> bool, book: &mut 
 }
 
 /// S4 and S5, over the link emulator.
+#[allow(clippy::too_many_arguments)]
 fn over_link(
     plan: &Plan,
     work: &Path,
+    smbq_config: Option<&Path>,
     want: &dyn Fn(&str) -> bool,
     scenario: &dyn Fn(&str) -> bool,
     book: &mut Book,
@@ -525,7 +544,7 @@ fn over_link(
     progress.step("link check, no impairment", &check_line(&unimpaired));
     checks.push(unimpaired);
     let at = Place { ip: IpAddr::V4(link.server_addr()), netns: Some(link.server_ns().to_string()), cpu: None };
-    let smbq = if want("smbq-quic") || want("smbq-tcp-enc") { start(peers::start_smbq(&work.join("link-smbq"), &at)) } else { Err("not asked for".into()) };
+    let smbq = if want("smbq-quic") || want("smbq-tcp-enc") { start(peers::start_smbq(&work.join("link-smbq"), &at, smbq_config)) } else { Err("not asked for".into()) };
     let smbd = if want("samba-tcp-enc") { start(peers::start_smbd(&work.join("link-smbd"), &at)) } else { Err("not asked for".into()) };
     let sshd = if want("scp") && scenario("S4") { start(peers::start_sshd(&work.join("link-sshd"), &at)) } else { Err("not asked for".into()) };
     let mut checked: Vec<(f64, f64)> = Vec::new();
@@ -571,7 +590,14 @@ fn over_link(
                             };
                             let what = format!("S4 {case} {sys} {delay}ms {loss}% rep {}/{}", rep + 1, plan.reps_slow);
                             let bytes: u64 = files.iter().map(|f| f.1).sum();
-                            match transfer_group(&link, sys, srv, files, dir, &local) {
+                            let before = link.stats();
+                            let r = transfer_group(&link, sys, srv, files, dir, &local);
+                            if std::env::var_os("SMBQ_BENCH_DEBUG").is_some() {
+                                let (a, b) = (before, link.stats());
+                                let d = |x: crate::linkem::DirStats, y: crate::linkem::DirStats| format!("{} forwarded {} lost", y.forwarded - x.forwarded, y.lost - x.lost);
+                                eprintln!("link during {what}: client->server {}, server->client {}", d(a.client_to_server, b.client_to_server), d(a.server_to_client, b.server_to_client));
+                            }
+                            match r {
                                 Ok(secs) => {
                                     progress.step(&what, &format!("{secs:.2} s"));
                                     book.add("S4", &case, sys, &point, &[("seconds", secs), ("mb_s", bytes as f64 / secs / 1e6)]);
@@ -811,9 +837,7 @@ impl RemoteSmb {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(self.cert.clone().context("no certificate")?)?;
             let mut t = QuicTarget::new(self.quic.context("no QUIC address")?, "localhost", roots);
-            if let Some(m) = std::env::var("SMBQ_SUITE_MTU").ok().and_then(|v| v.parse().ok()) {
-                t.max_udp_payload = m;
-            }
+            t.congestion = CLIENT_CONGESTION.get().copied().unwrap_or_default();
             Client::connect_quic(t).await.context("QUIC connect")?
         } else {
             Client::connect_tcp(self.tcp).await.context("TCP connect")?
