@@ -331,6 +331,19 @@ fn loopback(plan: &Plan, work: &Path, smbq_config: Option<&Path>, want: &dyn Fn(
                         continue;
                     }
                 };
+                // Idle first, on a server no load has churned yet.
+                let what = format!("S6 idle connections {sys} rep {}/{}", rep + 1, plan.reps_slow);
+                let n = *plan.s6_conns.iter().max().unwrap_or(&256);
+                match rt.block_on(idle(sys, srv, n)) {
+                    Ok(kib) => {
+                        progress.step(&what, &format!("{kib:.0} KiB per connection"));
+                        book.add("S6", "idle", sys, &[("connections", n as f64)], &[("server_kib_per_conn", kib)]);
+                    }
+                    Err(e) => {
+                        progress.step(&what, &format!("failed: {e:#}"));
+                        book.fail("S6", "idle", sys, &[("connections", n as f64)], &format!("failed: {e:#}"));
+                    }
+                }
                 for &n in &plan.s6_conns {
                     let what = format!("S6 {n} connections {sys} rep {}/{}", rep + 1, plan.reps_slow);
                     let point = [("connections", n as f64)];
@@ -343,18 +356,6 @@ fn loopback(plan: &Plan, work: &Path, smbq_config: Option<&Path>, want: &dyn Fn(
                             progress.step(&what, &format!("failed: {e:#}"));
                             book.fail("S6", "conns", sys, &point, &format!("failed: {e:#}"));
                         }
-                    }
-                }
-                let what = format!("S6 idle connections {sys} rep {}/{}", rep + 1, plan.reps_slow);
-                let n = *plan.s6_conns.iter().max().unwrap_or(&256);
-                match rt.block_on(idle(sys, srv, n)) {
-                    Ok(kib) => {
-                        progress.step(&what, &format!("{kib:.0} KiB per connection"));
-                        book.add("S6", "idle", sys, &[("connections", n as f64)], &[("server_kib_per_conn", kib)]);
-                    }
-                    Err(e) => {
-                        progress.step(&what, &format!("failed: {e:#}"));
-                        book.fail("S6", "idle", sys, &[("connections", n as f64)], &format!("failed: {e:#}"));
                     }
                 }
             }
@@ -756,7 +757,10 @@ fn transfer_group(link: &Link, system: &str, srv: &Server, files: &[(PathBuf, u6
         if dir == "upload" {
             cmd.args(files.iter().map(|f| &f.0)).arg(format!("{remote}:{}/", srv.share_dir.display()));
         } else {
-            cmd.args(names.iter().map(|n| format!("{remote}:{}/{n}", srv.share_dir.display()))).arg(&back);
+            // One remote pattern: one SSH connection for the group, as an
+            // upload has (a remote path each would open one each).
+            let prefix = names.first().and_then(|n| n.split('-').next()).context("no files")?;
+            cmd.arg(format!("{remote}:{}/{prefix}-*", srv.share_dir.display())).arg(&back);
         }
         let t = Instant::now();
         let out = cmd.output()?;
