@@ -36,7 +36,7 @@ def test_short_suite_measures_every_row(tmp_path: Path) -> None:
     out = tmp_path / "out"
     r = subprocess.run(
         [str(BENCH), "suite", "--scenarios", "S3,S4,S5", "--reps", "1", "--ramp", "0.2", "--runtime", "0.5",
-         "--s4-files", "2", "--out", str(out), "--dir", str(tmp_path)],
+         "--s4-files", "2", "--out", str(out)],
         capture_output=True, text=True, timeout=900, cwd=ROOT,
     )
     assert r.returncode == 0, r.stderr[-3000:]

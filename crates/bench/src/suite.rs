@@ -71,7 +71,7 @@ pub struct SuiteArgs {
     #[arg(long)]
     smbq_config: Option<PathBuf>,
     /// Congestion controller of our QUIC client: cubic, bbr or newreno.
-    #[arg(long, default_value = "cubic")]
+    #[arg(long, default_value = "bbr")]
     quic_congestion: smbq_udp::Congestion,
 }
 
@@ -197,6 +197,8 @@ pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let parent = a.dir.clone().unwrap_or_else(|| if Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() });
     let work = tempfile::Builder::new().prefix("smbq-suite-").tempdir_in(&parent)?;
+    // smbd opens files as its Unix user, who must be able to pass through.
+    std::fs::set_permissions(work.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     let want = |s: &str| a.systems.as_ref().is_none_or(|v| v.iter().any(|x| x == s));
     let scenario = |s: &str| a.scenarios.iter().any(|x| x.eq_ignore_ascii_case(s));
     let mut book = Book { entries: Vec::new() };
