@@ -71,7 +71,7 @@ struct Args {
     #[arg(long, default_value_t = smbq_udp::MAX_DATAGRAM)]
     max_udp_payload: u16,
     /// quinn's congestion controller, both sides: cubic, bbr or newreno.
-    #[arg(long, default_value = "bbr")]
+    #[arg(long, default_value = "cubic")]
     congestion: smbq_udp::Congestion,
     /// Both quinn sides send as if the kernel had no UDP GSO: a batch goes
     /// out with one sendmmsg(2) instead of one GSO sendmsg(2).

@@ -71,7 +71,7 @@ pub struct SuiteArgs {
     #[arg(long)]
     smbq_config: Option<PathBuf>,
     /// Congestion controller of our QUIC client: cubic, bbr or newreno.
-    #[arg(long, default_value = "bbr")]
+    #[arg(long, default_value = "cubic")]
     quic_congestion: smbq_udp::Congestion,
 }
 

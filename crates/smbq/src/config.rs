@@ -32,7 +32,7 @@
 //! stream_window = 67108864
 //! connection_window = 134217728
 //! udp_buffer = 8388608
-//! congestion = "bbr"           # or "cubic", "newreno"
+//! congestion = "cubic"         # or "bbr" (lossy paths), "newreno"
 //! endpoints = 2                # QUIC endpoints on the port (SO_REUSEPORT, steered by connection ID); default: cores, at most 8
 //! max_udp_payload = 0          # MTU discovery's upper bound; 0: 65507 on loopback, else 1452 (8972 for jumbo frames)
 //! require_client_cert = false
@@ -101,7 +101,7 @@ impl Default for QuicSection {
             stream_window: d.stream_window,
             connection_window: d.connection_window,
             udp_buffer: d.udp_buffer,
-            congestion: "bbr".into(),
+            congestion: "cubic".into(),
             endpoints: d.endpoints,
             max_udp_payload: 0,
             require_client_cert: false,
@@ -248,9 +248,9 @@ mod tests {
         assert!(c.quic_options.require_client_cert);
         assert!(c.quic_options.transport_security, "defaults fill the rest of the table");
         assert_eq!(c.quic_options.options().unwrap().keep_alive, None);
-        assert_eq!(c.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Bbr));
-        let cubic: FileConfig = toml::from_str("[quic_options]\ncongestion = \"cubic\"\n").expect("cubic parses");
-        assert_eq!(cubic.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Cubic));
+        assert_eq!(c.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Cubic));
+        let bbr: FileConfig = toml::from_str("[quic_options]\ncongestion = \"bbr\"\n").expect("bbr parses");
+        assert_eq!(bbr.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Bbr));
         let udp: FileConfig = toml::from_str("[quic_options]\nmax_udp_payload = 8972\n").expect("parses");
         assert_eq!(udp.quic_options.options().map(|o| o.max_udp_payload), Ok(8972));
         for bad in ["idle_timeout_secs = 0", "keep_alive_secs = 500", "stream_window = 10", "udp_buffer = 1", "congestion = \"reno\"", "endpoints = 0", "endpoints = 257", "max_udp_payload = 1000", "max_udp_payload = 65508"] {

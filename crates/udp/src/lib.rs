@@ -216,18 +216,21 @@ impl std::ops::Sub for Counts {
 }
 
 /// The congestion controller of a QUIC endpoint's connections (quinn's
-/// three). BBR is the default: `smbq-bench suite` measured it as fast as
-/// CUBIC on loopback (S1), twice as fast to the first byte at 20 ms one
-/// way (S5: 93 against 176 ms; TCP 163), and 14 times as fast for S4's
-/// photo group at 25 ms and 5% random loss (3.2 against 45.8 s up, 3.4
-/// against 47.7 s down; scp 8.9 and 10.9 s), where quinn's CUBIC and
-/// NewReno keep the window at 4-6 packets. CUBIC (RFC 9438) is Linux
-/// TCP's; NewReno (RFC 9002 section 7) QUIC's reference. quinn calls its
-/// BBR experimental.
+/// three). CUBIC (RFC 9438, Linux TCP's) is the default; NewReno (RFC 9002
+/// section 7) is QUIC's reference; BBR (quinn calls its own experimental)
+/// is the choice for lossy paths. `smbq-bench suite` measured the trade
+/// (bench/results/2026-11-26 and 2026-11-26-bbr): under 5% random loss at
+/// 25 ms one way, S4's photo group took 3.9 s up and 3.7 s down with BBR
+/// against 45.8 and 47.7 s with CUBIC (quinn's CUBIC keeps its window at
+/// 4-6 packets there; scp 10.0 and 10.8 s), but on a clean path BBR's
+/// start-up paces a new connection's first megabyte slowly: 207 ms against
+/// 6 ms at no added delay, 439 against 262 ms at 20 ms (S5), which is
+/// what opening a file on a LAN costs; on loopback bulk transfers (S1) the
+/// two are alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Congestion {
-    Cubic,
     #[default]
+    Cubic,
     Bbr,
     NewReno,
 }
