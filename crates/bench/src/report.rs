@@ -272,29 +272,28 @@ fn sections(r: &Results) -> Vec<Section<'_>> {
 
 /// Figure names present in a case, in column order.
 fn figure_names(entries: &[&Entry]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for e in entries {
-        for k in e.figures.keys() {
-            if !names.contains(k) {
-                names.push(k.clone());
-            }
-        }
-    }
+    let mut names = names_present(entries, |e| e.figures.keys());
     names.sort_by(|a, b| rank(&FIGURES, a).cmp(&rank(&FIGURES, b)));
     names
 }
 
 /// Axis names present in a case.
 fn axis_names(entries: &[&Entry]) -> Vec<String> {
+    let mut names = names_present(entries, |e| e.point.keys());
+    names.sort();
+    names
+}
+
+/// Every name `keys` gives for some entry, once each.
+fn names_present<'a, I: Iterator<Item = &'a String>>(entries: &[&'a Entry], keys: impl Fn(&'a Entry) -> I) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for e in entries {
-        for k in e.point.keys() {
+        for k in keys(e) {
             if !names.contains(k) {
                 names.push(k.clone());
             }
         }
     }
-    names.sort();
     names
 }
 

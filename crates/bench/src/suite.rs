@@ -161,7 +161,7 @@ impl Book {
         let e = self.entry(scenario, case, system, point);
         for &(k, v) in figures {
             if v.is_finite() {
-                e.figures.entry(k.to_string()).or_insert_with(Figure::default).reps.push(v);
+                e.figures.entry(k.to_string()).or_default().reps.push(v);
             }
         }
     }
