@@ -23,7 +23,7 @@
 use crate::linkem::{Link, LinkParams};
 use crate::peers::{self, Place, Server};
 use crate::random::{Job, Pipe};
-use crate::results::{Entry, Figure, LinkCheck, Machine, Results};
+use crate::results::{Entry, LinkCheck, Machine, Results};
 use anyhow::{bail, Context};
 use smbq_client::{Client, QuicTarget};
 use smbq_wire::create::disposition;
