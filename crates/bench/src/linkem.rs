@@ -333,9 +333,7 @@ impl Link {
 
     /// `ip netns exec NS program`: add arguments and run.
     pub fn command(&self, ns: &str, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns, program]);
-        c
+        netns_command(ns, program)
     }
 
     /// Runs `f` on a new thread that joined namespace `ns` first: sockets
@@ -1151,6 +1149,14 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         _ => (&l[..], 1),
     };
     num.parse::<usize>().map(|v| v * mul).map_err(|e| format!("{s}: {e}"))
+}
+
+
+/// `ip netns exec NS PROGRAM`: `program` run in network namespace `ns`.
+pub fn netns_command(ns: &str, program: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, program]);
+    c
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@
 //! A server that cannot start (not installed, no root) is an error whose
 //! text the suite puts in its rows as "not run: ...".
 
+use crate::linkem::netns_command;
+use crate::random::tree_pids;
 use anyhow::{bail, Context};
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
@@ -68,27 +70,6 @@ impl Drop for Server {
     }
 }
 
-/// `pid` and its live descendants, parents first.
-pub fn tree_pids(pid: u32) -> Vec<u32> {
-    let mut all: Vec<(u32, u32)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
-            let Some(ppid) = stat.rfind(')').and_then(|i| stat.get(i + 2..)).and_then(|r| r.split_whitespace().nth(1)).and_then(|s| s.parse().ok()) else { continue };
-            all.push((p, ppid));
-        }
-    }
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let parent = out[i];
-        out.extend(all.iter().filter(|&&(p, pp)| pp == parent && p != pid).map(|&(p, _)| p));
-        i += 1;
-    }
-    out
-}
-
 fn rss_kib(pid: u32) -> f64 {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return 0.0 };
     s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
@@ -106,11 +87,7 @@ pub struct Place {
 impl Place {
     fn command(&self, program: &str) -> Command {
         let mut c = match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, program]);
-                c
-            }
+            Some(ns) => netns_command(ns, program),
             None => Command::new(program),
         };
         if let Some(cpu) = self.cpu {
@@ -172,8 +149,8 @@ fn wait_port_quiet(addr: SocketAddr, child: &mut Child, what: &str, netns: Optio
         }
         let up = match netns {
             // Probed from inside its namespace, with bash's /dev/tcp.
-            Some(ns) => Command::new("ip")
-                .args(["netns", "exec", ns, "bash", "-c", &format!("exec 3<>/dev/tcp/{}/{}", addr.ip(), addr.port())])
+            Some(ns) => netns_command(ns, "bash")
+                .args(["-c", &format!("exec 3<>/dev/tcp/{}/{}", addr.ip(), addr.port())])
                 .stderr(Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success()),

@@ -208,14 +208,14 @@ impl Report {
 }
 
 /// xorshift64*: deterministic, cheap, good enough for offsets.
-struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64) -> Rng {
+    pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
-    fn next(&mut self) -> u64 {
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -484,28 +484,33 @@ fn stat_of(pid: u32) -> Option<(u32, u64)> {
     Some((ppid, ticks))
 }
 
+/// `pid` and its live descendants, parents first.
+pub fn tree_pids(pid: u32) -> Vec<u32> {
+    let mut all: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            if let Some((ppid, _)) = stat_of(p) {
+                all.push((p, ppid));
+            }
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(all.iter().filter(|&&(p, pp)| pp == parent && p != pid).map(|&(p, _)| p));
+        i += 1;
+    }
+    out
+}
+
 /// CPU seconds of `pid` and every live descendant, each with its reaped
 /// children; None when `pid` is gone.
 pub fn tree_cpu_seconds(pid: u32) -> Option<f64> {
     let (_, own) = stat_of(pid)?;
-    let mut procs: Vec<(u32, u32, u64)> = Vec::new();
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        if let Some((ppid, ticks)) = stat_of(p) {
-            procs.push((p, ppid, ticks));
-        }
-    }
-    let mut total = own;
-    let mut todo = vec![pid];
-    while let Some(parent) = todo.pop() {
-        for &(p, ppid, ticks) in &procs {
-            if ppid == parent && p != pid {
-                total += ticks;
-                todo.push(p);
-            }
-        }
-    }
-    Some(total as f64 / clock_ticks())
+    let children: u64 = tree_pids(pid)[1..].iter().filter_map(|&p| stat_of(p)).map(|(_, ticks)| ticks).sum();
+    Some((own + children) as f64 / clock_ticks())
 }
 
 /// This process's CPU seconds (all threads).

@@ -478,7 +478,7 @@ fn hang_up(c: Client) {
 /// Proportional set size of the server and its children (smbd forks one
 /// per connection; their shared pages are counted once), MiB.
 fn srv_mem_mib(srv: &Server) -> f64 {
-    peers::tree_pids(srv.pid())
+    crate::random::tree_pids(srv.pid())
         .iter()
         .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
         .filter_map(|s| s.lines().find_map(|l| l.strip_prefix("Pss:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<f64>().ok()))
@@ -679,13 +679,8 @@ fn group1_sizes(n: usize, seed: u64) -> Vec<u64> {
     let (mean, sd): (f64, f64) = (658e3, 407e3);
     let s2 = (1.0 + (sd / mean).powi(2)).ln();
     let mu = mean.ln() - s2 / 2.0;
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut uniform = || {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        ((x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
+    let mut rng = crate::random::Rng::new(seed);
+    let mut uniform = || ((rng.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
     (0..n)
         .map(|_| {
             let z = (-2.0 * uniform().ln()).sqrt() * (2.0 * std::f64::consts::PI * uniform()).cos();
@@ -771,13 +766,12 @@ fn transfer_group(link: &Link, system: &str, srv: &Server, files: &[(PathBuf, u6
         }
         t.elapsed().as_secs_f64()
     } else {
-        let (system, srv_tcp, srv_quic, cert, user, password) = (system.to_string(), srv.tcp, srv.quic, srv.cert.clone(), srv.user.clone(), srv.password.clone());
+        let (system, remote) = (system.to_string(), RemoteSmb::of(srv));
         let (files, back2, dir2, names2) = (files.to_vec(), back.clone(), dir.to_string(), names.clone());
         link.in_ns(link.client_ns(), move || -> anyhow::Result<f64> {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             rt.block_on(async move {
-                let srv = RemoteSmb { tcp: srv_tcp, quic: srv_quic, cert, user, password };
-                let mut c = srv.connect(&system).await?;
+                let mut c = remote.connect(&system).await?;
                 let t = Instant::now();
                 for ((path, size), name) in files.iter().zip(&names2) {
                     if dir2 == "upload" {
