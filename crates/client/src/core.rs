@@ -31,7 +31,24 @@ pub struct Core {
     pub transforms_sent: u64,
     /// Requests sent with SMB2_FLAGS_SIGNED.
     pub signed_sent: u64,
+    /// Credits granted and not yet spent (MS-SMB2 3.2.4.1.2, 3.2.5.1.4).
+    pub credits: u32,
+    /// The largest READ and WRITE the server takes (NEGOTIATE), at most [`MAX_IO`].
+    pub max_read: u32,
+    pub max_write: u32,
+    /// Message ids of requests sent and not yet answered.
+    outstanding: std::collections::HashSet<u64>,
 }
+
+/// The most credits this client keeps: a server granting more (65535 on
+/// every answer, say) does not grow our window without bound.
+pub const MAX_CREDITS: u32 = 8192;
+
+/// The largest READ or WRITE this client sends (the 1-8 MiB requests).
+pub const MAX_IO: u32 = 8 << 20;
+
+/// Credits asked for on every request: enough for 8 MiB in flight many times over.
+const CREDIT_REQUEST: u16 = 512;
 
 impl Core {
     pub fn new() -> Core {
@@ -52,6 +69,10 @@ impl Core {
             transforms_received: 0,
             transforms_sent: 0,
             signed_sent: 0,
+            credits: 1,
+            max_read: 65536,
+            max_write: 65536,
+            outstanding: Default::default(),
         }
     }
 
@@ -64,38 +85,92 @@ impl Core {
     /// [`Core::request`] with the body written by `encode` straight into the
     /// message (a WRITE's data is copied once); `body_len` sizes the buffer.
     pub fn request_with(&mut self, command: Command, charge: u16, body_len: usize, encode: impl FnOnce(&mut Vec<u8>)) -> (u64, Vec<u8>) {
-        let id = self.next_id;
-        self.next_id += u64::from(charge.max(1));
-        let h = Header {
-            credit_charge: charge,
-            command: command.0,
-            credits: 256,
-            message_id: id,
-            session_id: self.session_id,
-            tree_id: self.tree_id,
-            ..Default::default()
-        };
         let sealing = self.seals();
         let mut m = Vec::with_capacity(TRANSFORM_HEADER_LEN + HEADER_LEN + body_len);
         if sealing {
             m.resize(TRANSFORM_HEADER_LEN, 0);
         }
+        let h = self.header(command, charge, 0);
         h.encode(&mut m);
         encode(&mut m);
-        if let (true, Some((sealer, _))) = (sealing, &self.seal) {
+        if sealing {
+            self.seal_in_place(&mut m);
+        } else {
+            self.sign_in_place(command, &mut m);
+        }
+        (h.message_id, m)
+    }
+
+    /// A compound request (MS-SMB2 3.2.4.1.4): `parts` (command, body)
+    /// chained as related operations, each 8-byte aligned and signed, the
+    /// whole sealed once when the session seals. Bodies of the second and
+    /// later parts name the file as `FileId::RELATED`.
+    pub fn compound(&mut self, parts: &[(Command, Vec<u8>)]) -> Vec<u8> {
+        let sealing = self.seals();
+        let mut m = Vec::new();
+        if sealing {
+            m.resize(TRANSFORM_HEADER_LEN, 0);
+        }
+        for (i, (command, body)) in parts.iter().enumerate() {
+            let start = m.len();
+            let related = if i == 0 { 0 } else { flags::RELATED_OPERATIONS };
+            self.header(*command, 1, related).encode(&mut m);
+            m.extend_from_slice(body);
+            if i + 1 < parts.len() {
+                m.resize(start + (m.len() - start).next_multiple_of(8), 0);
+                let next = (m.len() - start) as u32;
+                m[start + 20..start + 24].copy_from_slice(&next.to_le_bytes());
+            }
+            if !sealing {
+                let mut one = m.split_off(start);
+                self.sign_in_place(*command, &mut one);
+                m.extend_from_slice(&one);
+            }
+        }
+        if sealing {
+            self.seal_in_place(&mut m);
+        }
+        m
+    }
+
+    /// The next request header: a message id and its credits taken.
+    fn header(&mut self, command: Command, charge: u16, flags: u32) -> Header {
+        let id = self.next_id;
+        self.next_id += u64::from(charge.max(1));
+        self.credits = self.credits.saturating_sub(u32::from(charge.max(1)));
+        self.outstanding.insert(id);
+        Header {
+            credit_charge: charge,
+            command: command.0,
+            credits: CREDIT_REQUEST,
+            flags,
+            message_id: id,
+            session_id: self.session_id,
+            tree_id: self.tree_id,
+            ..Default::default()
+        }
+    }
+
+    fn seal_in_place(&mut self, m: &mut Vec<u8>) {
+        if let Some((sealer, _)) = &self.seal {
             self.nonce += 1;
             let mut n = [0u8; 16];
             n[..8].copy_from_slice(&self.nonce.to_le_bytes());
-            sealer.seal(self.session_id, &n, &mut m);
+            sealer.seal(self.session_id, &n, m);
             self.transforms_sent += 1;
-        } else if let (Some(s), true) = (&self.signer, self.signs(command)) {
+        }
+    }
+
+    /// Sign one plain message (starting at its SMB2 header) if `command`'s requests are signed.
+    fn sign_in_place(&mut self, command: Command, m: &mut [u8]) {
+        if let (Some(s), true) = (&self.signer, self.signs(command)) {
             if let Some(f) = m.get_mut(16..20) {
-                f.copy_from_slice(&flags::SIGNED.to_le_bytes());
+                let v = u32::from_le_bytes([f[0], f[1], f[2], f[3]]) | flags::SIGNED;
+                f.copy_from_slice(&v.to_le_bytes());
             }
-            s.sign(&mut m);
+            s.sign(m);
             self.signed_sent += 1;
         }
-        (id, m)
     }
 
     /// MS-SMB2 3.2.4.1.1: requests are signed when the session requires it.
@@ -115,6 +190,56 @@ impl Core {
     /// without being copied into it.
     pub fn protects(&self, command: Command) -> bool {
         self.seals() || (self.signer.is_some() && self.signs(command))
+    }
+
+    /// Whether a request costing `charge` credits may be sent now; an error
+    /// when it never can (nothing in flight whose answer could grant more).
+    pub fn may_send(&self, charge: u16) -> Result<bool, ClientError> {
+        if self.credits >= u32::from(charge.max(1)) {
+            return Ok(true);
+        }
+        if self.outstanding.is_empty() {
+            return Err(ClientError::Protocol(format!("the server left this client {} credits, {} needed, and nothing in flight", self.credits, charge.max(1))));
+        }
+        Ok(false)
+    }
+
+    /// Requests sent and not yet answered.
+    pub fn in_flight(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Account for one plain response message (MS-SMB2 3.2.5.1): it must
+    /// answer a request in flight, its credits are added, and its
+    /// signature is checked when it carries one or when the request was
+    /// signed. `sealed`: it came in a transform message. Returns the
+    /// header, or `None` for an unsolicited oplock/lease break.
+    pub fn on_response(&mut self, msg: &[u8], sealed: bool) -> Result<Option<Header>, ClientError> {
+        let h = Header::decode(msg).map_err(|e| ClientError::Protocol(format!("bad response header: {e}")))?;
+        if h.flags & flags::SERVER_TO_REDIR == 0 {
+            return Err(ClientError::Protocol("a request where a response was expected".into()));
+        }
+        if h.message_id == u64::MAX && h.command == Command::OPLOCK_BREAK.0 {
+            return Ok(None);
+        }
+        let interim = h.is_async() && NtStatus(h.status) == NtStatus::PENDING;
+        let known = if interim { self.outstanding.contains(&h.message_id) } else { self.outstanding.remove(&h.message_id) };
+        if !known {
+            return Err(ClientError::Protocol(format!("response to message {} that was never sent or already answered", h.message_id)));
+        }
+        self.credits = (self.credits + u32::from(h.credits)).min(MAX_CREDITS);
+        if !sealed && !interim && h.command != Command::SESSION_SETUP.0 {
+            if let Some(s) = &self.signer {
+                let signed = h.flags & flags::SIGNED != 0;
+                if signed && !s.verify(msg) {
+                    return Err(ClientError::Protocol(format!("the signature of a {:?} response does not verify", Command(h.command))));
+                }
+                if !signed && self.signs(Command(h.command)) && !NtStatus(h.status).is_error() {
+                    return Err(ClientError::Protocol(format!("an unsigned {:?} response in a signed session", Command(h.command))));
+                }
+            }
+        }
+        Ok(Some(h))
     }
 
     /// Unseal a response if it is a transform message.
@@ -162,7 +287,14 @@ impl Core {
         self.server_requires_signing = r.u16().map_err(bad)? & security_mode::SIGNING_REQUIRED != 0;
         self.dialect = Dialect(r.u16().map_err(bad)?);
         let ctx_count = r.u16().map_err(bad)? as usize;
-        r.skip(16 + 4 + 12 + 16 + 4).map_err(bad)?;
+        r.skip(16).map_err(bad)?;
+        let caps = r.u32().map_err(bad)?;
+        r.skip(4).map_err(bad)?;
+        // Without SMB2_GLOBAL_CAP_LARGE_MTU a READ or WRITE is at most 64 KiB (MS-SMB2 3.2.4.6).
+        let cap = if caps & 0x04 != 0 { MAX_IO } else { 65536 };
+        self.max_read = r.u32().map_err(bad)?.clamp(4096, cap);
+        self.max_write = r.u32().map_err(bad)?.clamp(4096, cap);
+        r.skip(16 + 4).map_err(bad)?;
         let ctx_off = r.u32().map_err(bad)? as usize;
         if self.dialect == Dialect::SMB311 {
             self.hash(resp);

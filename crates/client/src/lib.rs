@@ -1,9 +1,13 @@
-//! An SMB 3.1.1 client over QUIC or TCP: enough for tests and benchmarks
-//! to drive a server (negotiate, NTLMv2 logon, tree connect, create, read,
-//! write, close, delete). `core` holds the protocol state without I/O;
-//! this module moves framed messages over a TCP or QUIC stream.
+//! An SMB 3.1.1 client over QUIC or TCP (MS-SMB2 3.2). `core` holds the
+//! protocol state without I/O; this module moves framed messages over a
+//! TCP or QUIC stream; `connect` reaches a server by name and logs on;
+//! `share` is what a user does with files; `srvsvc` lists shares.
 
+pub mod connect;
 pub mod core;
+pub mod srvsvc;
+pub mod share;
+pub mod url;
 
 use crate::core::{check, Core};
 use smbq_auth::ClientAuth;
@@ -27,6 +31,12 @@ pub enum ClientError {
     Protocol(String),
     #[error("QUIC: {0}")]
     Quic(String),
+    #[error("the server's certificate: {0}")]
+    Certificate(String),
+    #[error("{0}")]
+    Unreachable(String),
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Small enough that a large response bypasses it: tokio's BufReader reads
@@ -52,6 +62,8 @@ pub struct Client {
     wr: Writer,
     /// The QUIC endpoint and connection, when on QUIC.
     pub quic: Option<(quinn::Endpoint, quinn::Connection)>,
+    /// Messages of a compound response not yet returned, and whether they came sealed.
+    chained: std::collections::VecDeque<(Vec<u8>, bool)>,
 }
 
 /// How to reach a server over QUIC.
@@ -60,6 +72,8 @@ pub struct QuicTarget<'a> {
     pub server_name: &'a str,
     /// Trusted roots (e.g. the server's self-signed certificate).
     pub roots: rustls::RootCertStore,
+    /// Checks the server's certificate instead of `roots` when set.
+    pub verifier: Option<Arc<dyn rustls::client::danger::ServerCertVerifier>>,
     /// Client certificate chain and key, for servers that require one.
     pub client_cert: Option<(Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>)>,
     /// Stream receive window (the connection's is twice that).
@@ -76,7 +90,7 @@ pub struct QuicTarget<'a> {
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false }
+        QuicTarget { addr, server_name, roots, verifier: None, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false }
     }
 }
 
@@ -85,7 +99,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None })
+        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default() })
     }
 
     /// The TCP socket's descriptor, when on TCP (to read its TCP_INFO).
@@ -100,13 +114,13 @@ impl Client {
     /// TLS 1.3 with ALPN "smb", then one bidirectional stream (MS-SMB2 2.1).
     pub async fn connect_quic(t: QuicTarget<'_>) -> Result<Client, ClientError> {
         let ep = quic_endpoint(&t)?;
-        let conn = ep
-            .connect(t.addr, t.server_name)
-            .map_err(|e| ClientError::Quic(e.to_string()))?
-            .await
-            .map_err(|e| ClientError::Quic(e.to_string()))?;
+        let conn = ep.connect(t.addr, t.server_name).map_err(|e| ClientError::Quic(e.to_string()))?.await.map_err(|e| match e {
+            // A TLS alert (RFC 9001 4.8): the handshake, not the path, failed.
+            quinn::ConnectionError::TransportError(ref te) if (0x100..0x200).contains(&u64::from(te.code)) => ClientError::Certificate(e.to_string()),
+            e => ClientError::Quic(e.to_string()),
+        })?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)) })
+        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default() })
     }
 
     /// One message, framed (MS-SMB2 2.1).
@@ -139,42 +153,68 @@ impl Client {
     }
 
     /// [`Client::recv`], but a large unsealed response over QUIC comes as
-    /// its head and then the rest in quinn's chunks, not gathered.
+    /// its head and then the rest in quinn's chunks, not gathered. Each
+    /// response is accounted for by [`Core::on_response`] (request in
+    /// flight, credits, signature); the messages of a compound response
+    /// come one by one.
     async fn recv_parts(&mut self) -> Result<(Vec<u8>, Vec<Bytes>), ClientError> {
-        let eof = || ClientError::Io(std::io::ErrorKind::UnexpectedEof.into());
-        let frame_len = |p| framing::frame_len(p, framing::MAX_FRAME).map_err(|e| ClientError::Protocol(format!("{e:?}")));
         loop {
-            let (m, tail) = match &mut self.rd {
-                Reader::Tcp(rd) => {
-                    let mut p = [0u8; 4];
-                    rd.read_exact(&mut p).await?;
-                    let len = frame_len(p)?;
-                    // read_to_end on a Take fills spare capacity: no zeroing pass.
-                    let mut m = Vec::with_capacity(len);
-                    rd.take(len as u64).read_to_end(&mut m).await?;
-                    if m.len() != len {
-                        return Err(eof());
-                    }
-                    (m, Vec::new())
-                }
-                Reader::Quic(rd) => {
-                    let (head, tail) = rd.next_message(frame_len).await?.ok_or_else(eof)?;
-                    (Vec::from(head), tail)
-                }
+            let (m, tail, sealed) = match self.chained.pop_front() {
+                Some((m, sealed)) => (m, Vec::new(), sealed),
+                None => self.next_frame().await?,
             };
-            // A sealed message opens only whole.
-            let (m, tail) = if tail.is_empty() || !transform::is_transform(&m) {
-                (m, tail)
-            } else {
+            let h = Header::decode(&m).map_err(|e| ClientError::Protocol(format!("bad response header: {e}")))?;
+            let (m, tail) = if h.next_command != 0 {
+                let mut chain = split_chain(framing::gather(m, &tail))?.into_iter();
+                let first = chain.next().unwrap_or_default();
+                for next in chain {
+                    self.chained.push_back((next, sealed));
+                }
+                (first, Vec::new())
+            } else if !tail.is_empty() && h.flags & smbq_wire::header::flags::SIGNED != 0 {
                 (framing::gather(m, &tail), Vec::new())
+            } else {
+                (m, tail)
             };
-            let m = self.core.open(m)?;
-            let h = Header::decode(&m).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let Some(h) = self.core.on_response(&m, sealed)? else {
+                continue; // an oplock or lease break: this client holds none
+            };
             if h.is_async() && NtStatus(h.status) == NtStatus::PENDING {
                 continue;
             }
             return Ok((m, tail));
         }
+    }
+
+    /// The next frame off the transport, unsealed: (message, rest of a
+    /// large unsealed QUIC message, whether it was sealed).
+    async fn next_frame(&mut self) -> Result<(Vec<u8>, Vec<Bytes>, bool), ClientError> {
+        let eof = || ClientError::Io(std::io::ErrorKind::UnexpectedEof.into());
+        let frame_len = |p| framing::frame_len(p, framing::MAX_FRAME).map_err(|e| ClientError::Protocol(format!("{e:?}")));
+        let (m, tail) = match &mut self.rd {
+            Reader::Tcp(rd) => {
+                let mut p = [0u8; 4];
+                rd.read_exact(&mut p).await?;
+                let len = frame_len(p)?;
+                // read_to_end on a Take fills spare capacity: no zeroing pass.
+                let mut m = Vec::with_capacity(len);
+                rd.take(len as u64).read_to_end(&mut m).await?;
+                if m.len() != len {
+                    return Err(eof());
+                }
+                (m, Vec::new())
+            }
+            Reader::Quic(rd) => {
+                let (head, tail) = rd.next_message(frame_len).await?.ok_or_else(eof)?;
+                (Vec::from(head), tail)
+            }
+        };
+        if !transform::is_transform(&m) {
+            return Ok((m, tail, false));
+        }
+        // A sealed message opens only whole.
+        let m = if tail.is_empty() { m } else { framing::gather(m, &tail) };
+        Ok((self.core.open(m)?, Vec::new(), true))
     }
 
     /// One request, one checked response.
@@ -300,68 +340,121 @@ impl Client {
 
     /// Write `data` at offset 0 in `chunk`-byte WRITEs with up to `depth`
     /// requests outstanding (the fio iodepth of the benchmarks).
+    pub async fn write_pipelined(&mut self, fid: FileId, data: &Bytes, chunk: usize, depth: usize) -> Result<(), ClientError> {
+        self.write_from(fid, 0, data.len() as u64, chunk, depth, |off, len| Ok(data.slice(off as usize..off as usize + len)), |_| {}).await
+    }
+
+    /// Write `size` bytes from `offset` in `chunk`-byte WRITEs with up to
+    /// `depth` outstanding, as far as the credits the server granted allow
+    /// (MS-SMB2 3.2.4.1.5); `source(offset, len)` gives each piece and
+    /// `progress` hears of each piece written.
     ///
     /// When WRITEs are neither sealed nor signed (QUIC with transport
     /// capabilities), only their header and fixed part are encoded and the
-    /// data goes to the transport as slices of `data`, without a copy.
-    pub async fn write_pipelined(&mut self, fid: FileId, data: &Bytes, chunk: usize, depth: usize) -> Result<(), ClientError> {
-        let chunk = chunk.max(1);
-        let n = data.len().div_ceil(chunk);
-        let (mut sent, mut done) = (0usize, 0usize);
+    /// data goes to the transport as the `Bytes` given, without a copy.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write_from(
+        &mut self,
+        fid: FileId,
+        offset: u64,
+        size: u64,
+        chunk: usize,
+        depth: usize,
+        mut source: impl FnMut(u64, usize) -> std::io::Result<Bytes>,
+        mut progress: impl FnMut(u64),
+    ) -> Result<(), ClientError> {
+        let chunk = chunk.max(1) as u64;
+        let n = size.div_ceil(chunk);
+        let (mut sent, mut done) = (0u64, 0u64);
+        let mut lens = std::collections::HashMap::new();
         while done < n {
-            while sent < n && sent - done < depth.max(1) {
-                let c = data.slice(sent * chunk..data.len().min((sent + 1) * chunk));
-                let req = smbq_wire::write::WriteRequest { offset: (sent * chunk) as u64, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data: &c };
-                if self.core.protects(Command::WRITE) {
-                    let (_, m) = self.core.request_with(Command::WRITE, charge(c.len()), write_body_len(&c), |b| req.encode(b));
-                    self.send(m).await?;
-                } else {
-                    let (_, head) = self.core.request_with(Command::WRITE, charge(c.len()), smbq_wire::write::HEAD_LEN, |b| req.encode_head(b));
-                    self.send_parts(head, c).await?;
+            while sent < n && sent - done < depth.max(1) as u64 {
+                let off = offset + sent * chunk;
+                let len = (offset + size - off).min(chunk) as usize;
+                if !self.core.may_send(charge(len))? {
+                    break;
                 }
+                let c = source(off, len)?;
+                if c.len() != len {
+                    return Err(ClientError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("the source gave {} bytes at {off}, not {len}", c.len()))));
+                }
+                let req = smbq_wire::write::WriteRequest { offset: off, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data: &c };
+                let id = if self.core.protects(Command::WRITE) {
+                    let (id, m) = self.core.request_with(Command::WRITE, charge(len), write_body_len(&c), |b| req.encode(b));
+                    self.send(m).await?;
+                    id
+                } else {
+                    let (id, head) = self.core.request_with(Command::WRITE, charge(len), smbq_wire::write::HEAD_LEN, |b| req.encode_head(b));
+                    self.send_parts(head, c).await?;
+                    id
+                };
+                lens.insert(id, len as u32);
                 sent += 1;
             }
             let r = self.recv().await?;
-            check(&r, Command::WRITE)?;
+            let h = check(&r, Command::WRITE)?;
+            let written = smbq_wire::write::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let asked = lens.remove(&h.message_id).ok_or_else(|| ClientError::Protocol(format!("WRITE answer for message {} that is not outstanding", h.message_id)))?;
+            if written != asked {
+                return Err(ClientError::Protocol(format!("the server wrote {written} of {asked} bytes")));
+            }
+            progress(u64::from(written));
             done += 1;
         }
         Ok(())
     }
 
     /// Read `size` bytes from offset 0 in `chunk`-byte READs with up to
-    /// `depth` outstanding; calls `sink` with each piece and its offset
-    /// (over QUIC, the chunks quinn received it in). A server may answer
-    /// in any order (MS-SMB2 3.2.5.1 matches a response to its request by
-    /// MessageId), so pieces of different READs come in the order their
-    /// answers do; those of one READ come in order.
+    /// `depth` outstanding; calls `sink` with each piece and its offset.
     pub async fn read_pipelined(&mut self, fid: FileId, size: u64, chunk: u32, depth: usize, mut sink: impl FnMut(u64, &[u8])) -> Result<(), ClientError> {
+        self.read_range(fid, 0, size, chunk, depth, |off, piece| {
+            sink(off, piece);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Read `size` bytes from `offset` in `chunk`-byte READs with up to
+    /// `depth` outstanding, as far as the credits granted allow; calls
+    /// `sink` with each piece and its offset (over QUIC, the chunks quinn
+    /// received it in). A server may answer in any order (MS-SMB2 3.2.5.1
+    /// matches a response to its request by MessageId), so pieces of
+    /// different READs come in the order their answers do; those of one
+    /// READ come in order. A READ answered short (the file shrank) is an error.
+    pub async fn read_range(&mut self, fid: FileId, offset: u64, size: u64, chunk: u32, depth: usize, mut sink: impl FnMut(u64, &[u8]) -> std::io::Result<()>) -> Result<(), ClientError> {
         let chunk = chunk.max(1);
         let n = size.div_ceil(u64::from(chunk));
         let (mut sent, mut done) = (0u64, 0u64);
         let mut ids = Vec::new();
         while done < n {
             while sent < n && sent - done < depth.max(1) as u64 {
-                let off = sent * u64::from(chunk);
-                let len = (size - off).min(u64::from(chunk)) as u32;
+                let off = offset + sent * u64::from(chunk);
+                let len = (offset + size - off).min(u64::from(chunk)) as u32;
+                if !self.core.may_send(charge(len as usize))? {
+                    break;
+                }
                 let req = smbq_wire::read::ReadRequest { length: len, offset: off, file_id: fid, ..Default::default() };
                 let mut b = Vec::new();
                 req.encode(&mut b);
                 let (id, m) = self.core.request(Command::READ, charge(len as usize), &b);
                 self.send(m).await?;
-                ids.push((id, off));
+                ids.push((id, off, len));
                 sent += 1;
             }
             let (r, tail) = self.recv_parts().await?;
             let h = check(&r, Command::READ)?;
-            let Some(at) = ids.iter().position(|&(id, _)| id == h.message_id) else {
+            let Some(at) = ids.iter().position(|&(id, _, _)| id == h.message_id) else {
                 return Err(ClientError::Protocol(format!("READ answer for message {} that is not outstanding", h.message_id)));
             };
-            let (_, off) = ids.swap_remove(at);
+            let (_, off, asked) = ids.swap_remove(at);
             let more = tail.iter().map(Bytes::len).sum();
             let (data, len) = smbq_wire::read::decode_response_head(&r, more).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if len != asked as usize {
+                return Err(ClientError::Protocol(format!("READ at {off} returned {len} of {asked} bytes: the file changed size")));
+            }
             let mut at = off;
             for piece in framing::payload(data, &tail, len) {
-                sink(at, piece);
+                sink(at, piece)?;
                 at += piece.len() as u64;
             }
             done += 1;
@@ -374,6 +467,26 @@ impl Client {
     }
 }
 
+/// The messages of a compound response (MS-SMB2 3.2.5.1.1): each
+/// NextCommand must point inside the frame at an 8-byte boundary.
+fn split_chain(mut m: Vec<u8>) -> Result<Vec<Vec<u8>>, ClientError> {
+    let mut out = Vec::new();
+    loop {
+        let h = Header::decode(&m).map_err(|e| ClientError::Protocol(format!("bad compound response: {e}")))?;
+        let next = h.next_command as usize;
+        if next == 0 {
+            out.push(m);
+            return Ok(out);
+        }
+        if next < HEADER_LEN || next > m.len() || next % 8 != 0 {
+            return Err(ClientError::Protocol(format!("compound response: NextCommand {next} in a {}-byte message", m.len())));
+        }
+        let rest = m.split_off(next);
+        out.push(m);
+        m = rest;
+    }
+}
+
 /// Size of a WRITE request body carrying `data` (an empty one still has
 /// the buffer's first byte).
 fn write_body_len(data: &[u8]) -> usize {
@@ -383,10 +496,11 @@ fn write_body_len(data: &[u8]) -> usize {
 /// A client QUIC endpoint for `t`: TLS 1.3, ALPN "smb", its windows.
 pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError> {
     let provider = Arc::new(smbq_crypto::tls_provider());
-    let b = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| ClientError::Quic(e.to_string()))?
-        .with_root_certificates(t.roots.clone());
+    let b = rustls::ClientConfig::builder_with_provider(provider).with_protocol_versions(&[&rustls::version::TLS13]).map_err(|e| ClientError::Quic(e.to_string()))?;
+    let b = match &t.verifier {
+        Some(v) => b.dangerous().with_custom_certificate_verifier(v.clone()),
+        None => b.with_root_certificates(t.roots.clone()),
+    };
     let mut tls = match &t.client_cert {
         Some((chain, key)) => b.with_client_auth_cert(chain.clone(), key.clone_key()).map_err(|e| ClientError::Quic(e.to_string()))?,
         None => b.with_no_client_auth(),

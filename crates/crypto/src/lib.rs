@@ -28,7 +28,7 @@ mod kdf;
 mod preauth;
 mod seal;
 mod sign;
-mod tls;
+pub mod tls;
 
 pub use kdf::{derive_keys, kdf, SessionKeys};
 pub use preauth::PreauthHash;

@@ -31,3 +31,24 @@ mod tests {
         assert!(p.cipher_suites.iter().all(|s| s.tls13().and_then(|t| t.quic_suite()).is_some()));
     }
 }
+
+/// `AB:CD:...` SHA-256 of a DER certificate (how `smbq cert show` prints it).
+pub fn fingerprint(der: &[u8]) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(der);
+    d.iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+}
+
+/// Parse a SHA-256 fingerprint written with or without colons, any case.
+pub fn parse_fingerprint(s: &str) -> Option<[u8; 32]> {
+    let digits: Vec<u8> = s.bytes().filter(|c| *c != b':').collect();
+    if digits.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(digits.chunks(2)) {
+        *o = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(out)
+}

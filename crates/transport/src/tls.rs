@@ -328,18 +328,7 @@ fn sync_dirs(cert: &Path, key: &Path) -> Result<(), TlsError> {
     Ok(())
 }
 
-/// `AB:CD:...` SHA-256 of a DER certificate.
-pub fn fingerprint(der: &[u8]) -> String {
-    let d = Sha256::digest(der);
-    d.iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
-}
-
-/// Parse a fingerprint written with or without colons, any case.
-pub fn parse_fingerprint(s: &str) -> Option<[u8; 32]> {
-    let hex: String = s.chars().filter(|c| *c != ':').collect();
-    let v = hex::decode(hex).ok()?;
-    v.try_into().ok()
-}
+pub use smbq_crypto::tls::{fingerprint, parse_fingerprint};
 
 /// Which clients may connect over QUIC.
 #[derive(Clone, Debug, Default)]

@@ -1,5 +1,6 @@
 //! SMB2/3 wire format: headers, PDUs, negotiate and create contexts, FSCC
-//! information classes, transform header and Direct TCP framing.
+//! information classes, transform header and Direct TCP framing; for the
+//! named pipes of IPC$, the DCE/RPC header, NDR and srvsvc's codes.
 //! Decoders borrow their input and never panic; encoders append to a `Vec<u8>`.
 //!
 //! One PDU per module; each module cites its MS-SMB2 section.
@@ -26,6 +27,9 @@ pub mod query_directory;
 pub mod query_info;
 pub mod set_info;
 pub mod fscc;
+pub mod ndr;
+pub mod dcerpc;
+pub mod srvsvc;
 
 pub use header::{Command, Dialect, Header};
 pub use reader::{Put, Reader};

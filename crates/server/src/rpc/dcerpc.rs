@@ -4,103 +4,22 @@
 //! authentication: the SMB session already authenticated the caller.
 
 use super::srvsvc::{self, Srvsvc};
+use smbq_wire::dcerpc::{
+    fault, pfc, provider_reason, ptype, result, set_frag_len, Header, HEADER_LEN, MAX_FRAG, MIN_FRAG, NDR,
+};
 use smbq_wire::reader::Reader;
 use smbq_wire::DecodeError;
 use std::collections::VecDeque;
 
-pub const HEADER_LEN: usize = 16;
-
-/// PDU types (C706 12.6.4.1).
-pub mod ptype {
-    pub const REQUEST: u8 = 0;
-    pub const RESPONSE: u8 = 2;
-    pub const FAULT: u8 = 3;
-    pub const BIND: u8 = 11;
-    pub const BIND_ACK: u8 = 12;
-    pub const ALTER_CONTEXT: u8 = 14;
-    pub const ALTER_CONTEXT_RESP: u8 = 15;
-    pub const AUTH3: u8 = 16;
-    pub const CO_CANCEL: u8 = 18;
-    pub const ORPHANED: u8 = 19;
-}
-
-/// pfc_flags (C706 12.6.3.1).
-pub mod pfc {
-    pub const FIRST_FRAG: u8 = 0x01;
-    pub const LAST_FRAG: u8 = 0x02;
-    pub const DID_NOT_EXECUTE: u8 = 0x20;
-    pub const OBJECT_UUID: u8 = 0x80;
-}
-
-/// Fault statuses (C706 appendix E, MS-RPCE 3.1.1.5.5).
-pub mod fault {
-    pub const NCA_OP_RNG_ERROR: u32 = 0x1C01_0002;
-    pub const NCA_UNK_IF: u32 = 0x1C01_0003;
-    pub const NCA_PROTO_ERROR: u32 = 0x1C01_000B;
-    pub const ACCESS_DENIED: u32 = 0x0000_0005;
-    pub const RPC_X_BAD_STUB_DATA: u32 = 0x0000_06F7;
-}
-
-/// NDR transfer syntax 8a885d04-1ceb-11c9-9fe8-08002b104860 version 2.
-pub const NDR: [u8; 20] = [
-    0x04, 0x5d, 0x88, 0x8a, 0xeb, 0x1c, 0xc9, 0x11, 0x9f, 0xe8, 0x08, 0x00, 0x2b, 0x10, 0x48, 0x60, 2, 0, 0, 0,
-];
 /// First eight bytes of the bind time feature negotiation syntax
 /// 6cb71c2c-9812-4540-xxxx-xxxxxxxxxxxx (MS-RPCE 3.3.1.5.3); the rest are
 /// feature bits.
 const BTFN_PREFIX: [u8; 8] = [0x2c, 0x1c, 0xb7, 0x6c, 0x12, 0x98, 0x40, 0x45];
 
-/// Context results (C706 12.6.3.1 p_cont_def_result_t, MS-RPCE 2.2.2.4).
-const ACCEPTANCE: u16 = 0;
-const PROVIDER_REJECTION: u16 = 2;
-const NEGOTIATE_ACK: u16 = 3;
-const ABSTRACT_SYNTAX_NOT_SUPPORTED: u16 = 1;
-const TRANSFER_SYNTAXES_NOT_SUPPORTED: u16 = 2;
-
-/// Largest fragment we send or advertise (what Windows uses), and the
-/// smallest every implementation must accept (C706 12.6.3.1 MustRecvFragSize).
-pub const MAX_FRAG: u16 = 4280;
-pub const MIN_FRAG: u16 = 1432;
 /// Bound on a reassembled request's stub data.
 pub const MAX_REQUEST: usize = 64 * 1024;
 /// Bound on presentation contexts in one BIND and on those kept.
 const MAX_CONTEXTS: usize = 16;
-
-/// The 16-byte common header (C706 12.6.3.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header {
-    pub ptype: u8,
-    pub flags: u8,
-    pub frag_len: u16,
-    pub auth_len: u16,
-    pub call_id: u32,
-}
-
-impl Header {
-    /// Version 5.0/5.1, little-endian integers and ASCII characters (the
-    /// only data representation served), frag_len at least a header.
-    pub fn decode(b: &[u8]) -> Result<Header, DecodeError> {
-        let mut r = Reader::new(b);
-        let (vers, minor) = (r.u8()?, r.u8()?);
-        let ptype = r.u8()?;
-        let flags = r.u8()?;
-        let drep = r.array::<4>()?;
-        let frag_len = r.u16()?;
-        let auth_len = r.u16()?;
-        let call_id = r.u32()?;
-        if vers != 5 || minor > 1 || drep[0] != 0x10 || (frag_len as usize) < HEADER_LEN {
-            return Err(DecodeError::Invalid);
-        }
-        Ok(Header { ptype, flags, frag_len, auth_len, call_id })
-    }
-
-    fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&[5, 0, self.ptype, self.flags, 0x10, 0, 0, 0]);
-        out.extend_from_slice(&self.frag_len.to_le_bytes());
-        out.extend_from_slice(&self.auth_len.to_le_bytes());
-        out.extend_from_slice(&self.call_id.to_le_bytes());
-    }
-}
 
 /// A request whose fragments are still arriving.
 struct Partial {
@@ -175,7 +94,7 @@ impl Association {
                 transfers.push(r.array::<20>()?);
             }
             let res = negotiate(&abstract_syntax, &transfers);
-            if res.0 == ACCEPTANCE && !self.contexts.contains(&ctx_id) && self.contexts.len() < MAX_CONTEXTS {
+            if res.0 == result::ACCEPTANCE && !self.contexts.contains(&ctx_id) && self.contexts.len() < MAX_CONTEXTS {
                 self.contexts.push(ctx_id);
             }
             results.push(res);
@@ -303,15 +222,15 @@ impl Association {
 /// anything else (NDR64 included) as the provider.
 fn negotiate(abstract_syntax: &[u8; 20], transfers: &[[u8; 20]]) -> (u16, u16, [u8; 20]) {
     if transfers.iter().any(|t| t.starts_with(&BTFN_PREFIX)) {
-        return (NEGOTIATE_ACK, 0, [0; 20]);
+        return (result::NEGOTIATE_ACK, 0, [0; 20]);
     }
     if *abstract_syntax != srvsvc::SYNTAX {
-        return (PROVIDER_REJECTION, ABSTRACT_SYNTAX_NOT_SUPPORTED, [0; 20]);
+        return (result::PROVIDER_REJECTION, provider_reason::ABSTRACT_SYNTAX_NOT_SUPPORTED, [0; 20]);
     }
     if transfers.contains(&NDR) {
-        return (ACCEPTANCE, 0, NDR);
+        return (result::ACCEPTANCE, 0, NDR);
     }
-    (PROVIDER_REJECTION, TRANSFER_SYNTAXES_NOT_SUPPORTED, [0; 20])
+    (result::PROVIDER_REJECTION, provider_reason::TRANSFER_SYNTAXES_NOT_SUPPORTED, [0; 20])
 }
 
 /// FAULT PDU (C706 12.6.4.7, MS-RPCE 2.2.2.13).
@@ -328,11 +247,4 @@ pub fn fault_pdu(call_id: u32, ctx_id: u16, status: u32, did_not_execute: bool) 
     out.extend_from_slice(&status.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     out
-}
-
-fn set_frag_len(pdu: &mut [u8]) {
-    let len = (pdu.len() as u16).to_le_bytes();
-    if let Some(f) = pdu.get_mut(8..10) {
-        f.copy_from_slice(&len);
-    }
 }

@@ -10,12 +10,12 @@
 //! and the rest stays for the next READ).
 
 mod dcerpc;
-mod ndr;
 mod srvsvc;
 #[cfg(test)]
 mod tests;
 
 use crate::server::{Server, ShareKind};
+use smbq_wire::dcerpc::{Header, HEADER_LEN};
 use smbq_wire::NtStatus;
 use srvsvc::{ShareInfo, Srvsvc};
 use std::collections::VecDeque;
@@ -74,10 +74,10 @@ impl Pipe {
         }
         self.input.extend_from_slice(data);
         loop {
-            if self.input.len() < dcerpc::HEADER_LEN {
+            if self.input.len() < HEADER_LEN {
                 return Ok(());
             }
-            let len = match dcerpc::Header::decode(&self.input) {
+            let len = match Header::decode(&self.input) {
                 Ok(h) => h.frag_len as usize,
                 Err(_) => {
                     self.input.clear();

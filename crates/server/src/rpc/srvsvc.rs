@@ -4,28 +4,13 @@
 //! Samba answers it), NetrShareGetInfo (16, levels 0 and 1) and NetrServerGetInfo (21,
 //! levels 100 and 101). Requests and responses are NDR stub data.
 
-use super::ndr::{Reader, Writer};
+use smbq_wire::ndr::{Reader, Writer};
 use smbq_wire::DecodeError;
 
-/// Abstract syntax 4b324fc8-1670-01d3-1278-5a47bf6ee188 version 3.0
-/// (MS-SRVS 1.9), as it appears on the wire.
-pub const SYNTAX: [u8; 20] = [
-    0xc8, 0x4f, 0x32, 0x4b, 0x70, 0x16, 0xd3, 0x01, 0x12, 0x78, 0x5a, 0x47, 0xbf, 0x6e, 0xe1, 0x88, 3, 0, 0, 0,
-];
-
-pub const OP_SHARE_ENUM: u16 = 15;
-pub const OP_SHARE_ENUM_STICKY: u16 = 36;
-pub const OP_SHARE_GET_INFO: u16 = 16;
-pub const OP_SERVER_GET_INFO: u16 = 21;
-
-/// Share types (MS-SRVS 2.2.2.4).
-pub const STYPE_DISKTREE: u32 = 0;
-pub const STYPE_IPC_SPECIAL: u32 = 0x8000_0003;
-
-/// Win32 error codes returned as NET_API_STATUS (MS-ERREF 2.2).
-pub const WERR_OK: u32 = 0;
-pub const WERR_INVALID_LEVEL: u32 = 124;
-pub const WERR_NET_NAME_NOT_FOUND: u32 = 2310;
+pub use smbq_wire::srvsvc::{
+    OP_SERVER_GET_INFO, OP_SHARE_ENUM, OP_SHARE_ENUM_STICKY, OP_SHARE_GET_INFO, STYPE_DISKTREE, STYPE_IPC_SPECIAL,
+    SYNTAX, WERR_INVALID_LEVEL, WERR_NET_NAME_NOT_FOUND, WERR_OK,
+};
 
 /// PLATFORM_ID_NT (MS-SRVS 2.2.2.6) and the SV_TYPE bits we announce
 /// (2.2.2.7): workstation, server, NT, server NT.

@@ -1,8 +1,8 @@
 //! DCE/RPC and srvsvc tests: hand-built PDUs in, answers decoded back.
 #![allow(clippy::unwrap_used)]
 
-use super::dcerpc::{fault, pfc, ptype, Header, NDR};
-use super::ndr::{Reader, Writer};
+use smbq_wire::dcerpc::{fault, pfc, ptype, Header, NDR};
+use smbq_wire::ndr::{Reader, Writer};
 use super::srvsvc::{self, ShareInfo};
 use super::Pipe;
 use smbq_wire::NtStatus;

@@ -1,13 +1,14 @@
 //! NDR (C706 chapter 14, MS-RPCE 2.2.5) for the little that srvsvc needs:
 //! aligned little-endian integers, unique pointers with referent ids, and
 //! conformant varying UTF-16 strings with their NUL. Alignment counts from
-//! the start of the stub data.
+//! the start of the stub data. The server's srvsvc and the client's
+//! share listing both use it.
 
-use smbq_wire::reader::{put_utf16le, utf16le};
-use smbq_wire::DecodeError;
+use crate::reader::{put_utf16le, utf16le};
+use crate::DecodeError;
 
-/// Longest string a request may carry, in UTF-16 units (share and server
-/// names are far shorter).
+/// Longest string a stub may carry, in UTF-16 units (share and server
+/// names, and share remarks, are far shorter).
 pub const MAX_STRING: u32 = 1024;
 
 /// Writes NDR stub data. Referent ids start at 0x00020000 and step by 4,
@@ -15,6 +16,12 @@ pub const MAX_STRING: u32 = 1024;
 pub struct Writer {
     pub buf: Vec<u8>,
     next_ref: u32,
+}
+
+impl Default for Writer {
+    fn default() -> Writer {
+        Writer::new()
+    }
 }
 
 impl Writer {
@@ -108,7 +115,12 @@ impl<'a> Reader<'a> {
         utf16le(b)
     }
 
-    #[cfg(test)]
+    /// Bytes left to read: what bounds a conformant array's count.
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    /// Whether every byte was read (trailing bytes are the caller's error).
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }

@@ -1,0 +1,457 @@
+//! What a user does with the files of a share: open, list, stat, make and
+//! remove directories, delete, rename, truncate, and move whole files with
+//! pipelined READs and WRITEs (MS-SMB2 3.2.4.3 to 3.2.4.14, with the
+//! information classes of MS-FSCC 2.4 and 2.5).
+
+use crate::connect::{connect, ConnectOptions, Session, Transport};
+use crate::core::check;
+use crate::url::{to_smb_path, SmbUrl};
+use crate::{Client, ClientError};
+use bytes::Bytes;
+use smbq_wire::create::{disposition, options, CreateRequest, CreateResponse};
+use smbq_wire::fscc::{attr, class, fs_class};
+use smbq_wire::header::HEADER_LEN;
+use smbq_wire::query_info::info_type;
+use smbq_wire::reader::{at, utf16le};
+use smbq_wire::{Command, FileId, NtStatus, Put, Reader};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Access masks (MS-SMB2 2.2.13.1.1).
+pub mod access {
+    pub const READ_DATA: u32 = 0x0000_0001;
+    pub const WRITE_DATA: u32 = 0x0000_0002;
+    pub const APPEND_DATA: u32 = 0x0000_0004;
+    pub const READ_EA: u32 = 0x0000_0008;
+    pub const WRITE_EA: u32 = 0x0000_0010;
+    pub const READ_ATTRIBUTES: u32 = 0x0000_0080;
+    pub const WRITE_ATTRIBUTES: u32 = 0x0000_0100;
+    pub const DELETE: u32 = 0x0001_0000;
+    pub const READ_CONTROL: u32 = 0x0002_0000;
+    pub const SYNCHRONIZE: u32 = 0x0010_0000;
+    /// What reading a file or listing a directory needs.
+    pub const READ: u32 = READ_DATA | READ_EA | READ_ATTRIBUTES | READ_CONTROL | SYNCHRONIZE;
+    /// Reading and writing.
+    pub const READ_WRITE: u32 = READ | WRITE_DATA | APPEND_DATA | WRITE_EA | WRITE_ATTRIBUTES;
+}
+
+/// One file's metadata, from CREATE, FileAllInformation or a directory entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileInfo {
+    pub name: String,
+    pub size: u64,
+    pub allocation: u64,
+    pub attributes: u32,
+    /// FILETIMEs: 100 ns since 1601.
+    pub created: u64,
+    pub accessed: u64,
+    pub written: u64,
+    pub changed: u64,
+    /// The server's file id (inode number on smbq and Samba), 0 if unknown.
+    pub file_id: u64,
+    pub links: u32,
+}
+
+impl FileInfo {
+    pub fn is_dir(&self) -> bool {
+        self.attributes & attr::DIRECTORY != 0
+    }
+
+    fn from_create(r: &CreateResponse) -> FileInfo {
+        FileInfo {
+            size: r.end_of_file,
+            allocation: r.allocation_size,
+            attributes: r.file_attributes,
+            created: r.creation_time,
+            accessed: r.last_access_time,
+            written: r.last_write_time,
+            changed: r.change_time,
+            links: 1,
+            ..FileInfo::default()
+        }
+    }
+}
+
+/// A FILETIME as a `SystemTime` (times before 1970 become 1970).
+pub fn system_time(filetime: u64) -> SystemTime {
+    let since_1601 = Duration::from_nanos(filetime.saturating_mul(100));
+    UNIX_EPOCH + since_1601.saturating_sub(Duration::from_secs(11_644_473_600))
+}
+
+/// A `SystemTime` as a FILETIME.
+pub fn filetime(t: SystemTime) -> u64 {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() + 11_644_473_600) * 10_000_000 + u64::from(d.subsec_nanos() / 100)
+}
+
+/// An open file or directory.
+#[derive(Clone, Debug)]
+pub struct Handle {
+    pub fid: FileId,
+    pub info: FileInfo,
+}
+
+/// A file system's size (FileFsFullSizeInformation, MS-FSCC 2.5.4).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FsSize {
+    pub total_units: u64,
+    pub free_units: u64,
+    pub bytes_per_unit: u64,
+}
+
+/// A logged-on connection with one share connected.
+pub struct Share {
+    pub session: Session,
+    pub url: SmbUrl,
+    /// READ and WRITE size and how many may be outstanding at once.
+    pub chunk: u32,
+    pub depth: usize,
+}
+
+/// Largest QUERY_DIRECTORY and QUERY_INFO answer asked for.
+const LIST_BUFFER: u32 = 64 * 1024;
+
+impl Share {
+    /// Connect to `url`'s host and share.
+    pub async fn connect(url: &SmbUrl, o: &ConnectOptions) -> Result<Share, ClientError> {
+        if url.share.is_empty() {
+            return Err(ClientError::Usage(format!("{url} names no share")));
+        }
+        let mut session = connect(&url.host, url.port, o).await?;
+        session.client.tree_connect(&url.unc()).await?;
+        let chunk = (1u32 << 20).min(session.client.core.max_read).min(session.client.core.max_write);
+        Ok(Share { session, url: url.clone(), chunk, depth: 16 })
+    }
+
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.session.client
+    }
+
+    pub fn transport(&self) -> Transport {
+        self.session.transport
+    }
+
+    /// CREATE (MS-SMB2 3.2.4.3) with the access, disposition and options given.
+    pub async fn create(&mut self, path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32) -> Result<Handle, ClientError> {
+        let body = create_body(path, desired_access, disp, create_options, file_attributes);
+        let (_, r) = self.client().call(Command::CREATE, 1, &body).await?;
+        let (resp, _) = CreateResponse::decode(&r).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
+        let mut info = FileInfo::from_create(&resp);
+        info.name = path.rsplit('\\').next().unwrap_or("").to_string();
+        Ok(Handle { fid: resp.file_id, info })
+    }
+
+    /// Open an existing file or directory to read it.
+    pub async fn open_read(&mut self, path: &str) -> Result<Handle, ClientError> {
+        self.create(path, access::READ, disposition::OPEN, 0, 0).await
+    }
+
+    pub async fn close(&mut self, fid: FileId) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::close::CloseRequest { flags: 0, file_id: fid }.encode(&mut b);
+        self.client().call(Command::CLOSE, 1, &b).await.map(|_| ())
+    }
+
+    /// Metadata of `path` in one round trip: CREATE, QUERY_INFO
+    /// (FileAllInformation) and CLOSE as a compound (MS-SMB2 3.2.4.1.4).
+    pub async fn stat(&mut self, path: &str) -> Result<FileInfo, ClientError> {
+        let create = create_body(path, access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0);
+        let mut query = Vec::new();
+        smbq_wire::query_info::QueryInfoRequest { info_type: info_type::FILE, class: class::ALL, output_buffer_length: 4096, file_id: FileId::RELATED, ..Default::default() }.encode(&mut query);
+        let mut close = Vec::new();
+        smbq_wire::close::CloseRequest { flags: 0, file_id: FileId::RELATED }.encode(&mut close);
+        let c = self.client();
+        let m = c.core.compound(&[(Command::CREATE, create), (Command::QUERY_INFO, query), (Command::CLOSE, close)]);
+        c.send(m).await?;
+        let created = c.recv().await;
+        let queried = c.recv().await;
+        let closed = c.recv().await;
+        let created = created?;
+        check(&created, Command::CREATE)?;
+        let (resp, _) = CreateResponse::decode(&created).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
+        let mut info = FileInfo::from_create(&resp);
+        info.name = path.rsplit('\\').next().unwrap_or("").to_string();
+        let queried = queried?;
+        check(&queried, Command::QUERY_INFO)?;
+        let all = info_buffer(&queried)?;
+        // FileAllInformation: Basic (40), Standard (24: links at 16), Internal (8) ...
+        let mut r = Reader::new(all);
+        let bad = |_| ClientError::Protocol("short FileAllInformation".into());
+        r.skip(40 + 16).map_err(bad)?;
+        info.links = r.u32().map_err(bad)?;
+        r.skip(4).map_err(bad)?;
+        info.file_id = r.u64().map_err(bad)?;
+        check(&closed?, Command::CLOSE)?;
+        Ok(info)
+    }
+
+    /// The entries of directory `dir` matching `pattern` (`*` for all;
+    /// MS-FSCC 2.1.4.4 wildcards, matched by the server), without `.` and `..`.
+    pub async fn list(&mut self, dir: &str, pattern: &str) -> Result<Vec<FileInfo>, ClientError> {
+        let h = self.create(dir, access::READ, disposition::OPEN, options::DIRECTORY_FILE, 0).await?;
+        let listed = self.list_open(h.fid, pattern).await;
+        let closed = self.close(h.fid).await;
+        let out = listed?;
+        closed?;
+        Ok(out)
+    }
+
+    /// QUERY_DIRECTORY (MS-SMB2 3.2.4.17) with FileIdBothDirectoryInformation until STATUS_NO_MORE_FILES.
+    pub async fn list_open(&mut self, fid: FileId, pattern: &str) -> Result<Vec<FileInfo>, ClientError> {
+        let mut out = Vec::new();
+        let mut first = true;
+        loop {
+            let req = smbq_wire::query_directory::QueryDirectoryRequest {
+                class: class::ID_BOTH_DIRECTORY,
+                flags: if first { smbq_wire::query_directory::flags::RESTART_SCANS } else { 0 },
+                file_index: 0,
+                file_id: fid,
+                pattern: pattern.to_string(),
+                output_buffer_length: LIST_BUFFER,
+            };
+            first = false;
+            let mut b = Vec::new();
+            req.encode(&mut b);
+            match self.client().call(Command::QUERY_DIRECTORY, 1, &b).await {
+                Ok((_, r)) => {
+                    let buf = smbq_wire::query_directory::decode_response(&r).map_err(|e| ClientError::Protocol(format!("QUERY_DIRECTORY response: {e}")))?;
+                    decode_id_both_entries(buf, &mut out)?;
+                }
+                Err(ClientError::Status(_, st)) if st == NtStatus::NO_MORE_FILES || (st == NtStatus::NO_SUCH_FILE && out.is_empty()) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        out.retain(|e| e.name != "." && e.name != "..");
+        Ok(out)
+    }
+
+    pub async fn mkdir(&mut self, path: &str) -> Result<(), ClientError> {
+        let h = self.create(path, access::READ, disposition::CREATE, options::DIRECTORY_FILE, 0).await?;
+        self.close(h.fid).await
+    }
+
+    /// Remove an empty directory (FileDispositionInformation, so a
+    /// directory that is not empty gets STATUS_DIRECTORY_NOT_EMPTY).
+    pub async fn rmdir(&mut self, path: &str) -> Result<(), ClientError> {
+        self.delete(path, options::DIRECTORY_FILE).await
+    }
+
+    /// Delete a file (not a directory).
+    pub async fn remove(&mut self, path: &str) -> Result<(), ClientError> {
+        self.delete(path, options::NON_DIRECTORY_FILE).await
+    }
+
+    async fn delete(&mut self, path: &str, kind: u32) -> Result<(), ClientError> {
+        let h = self.create(path, access::DELETE | access::READ_ATTRIBUTES, disposition::OPEN, kind, 0).await?;
+        let set = self.set_info(h.fid, class::DISPOSITION, &[1]).await;
+        let closed = self.close(h.fid).await;
+        set?;
+        closed
+    }
+
+    /// Rename `from` to `to` (both paths in the share), replacing an existing `to` when asked.
+    pub async fn rename(&mut self, from: &str, to: &str, replace: bool) -> Result<(), ClientError> {
+        let h = self.create(from, access::DELETE | access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0).await?;
+        // FILE_RENAME_INFORMATION_TYPE_2 (MS-FSCC 2.4.42.2).
+        let name: Vec<u8> = to.encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+        let mut b = Vec::new();
+        b.u8(u8::from(replace));
+        b.bytes(&[0; 7]);
+        b.u64(0);
+        b.u32(name.len() as u32);
+        b.bytes(&name);
+        let set = self.set_info(h.fid, class::RENAME, &b).await;
+        let closed = self.close(h.fid).await;
+        set?;
+        closed
+    }
+
+    /// SET_INFO of a file information class (MS-SMB2 3.2.4.15).
+    pub async fn set_info(&mut self, fid: FileId, class: u8, buffer: &[u8]) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::set_info::SetInfoRequest { info_type: info_type::FILE, class, buffer, additional_information: 0, file_id: fid }.encode(&mut b);
+        self.client().call(Command::SET_INFO, 1, &b).await.map(|_| ())
+    }
+
+    /// Set the end of file (truncate or extend).
+    pub async fn set_size(&mut self, fid: FileId, size: u64) -> Result<(), ClientError> {
+        self.set_info(fid, class::END_OF_FILE, &size.to_le_bytes()).await
+    }
+
+    /// Set times (FILETIMEs; 0 leaves one as it is) and attributes (0 leaves them).
+    pub async fn set_basic(&mut self, fid: FileId, created: u64, accessed: u64, written: u64, attributes: u32) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        for t in [created, accessed, written, 0] {
+            b.u64(t);
+        }
+        b.u32(attributes);
+        b.u32(0);
+        self.set_info(fid, class::BASIC, &b).await
+    }
+
+    pub async fn flush(&mut self, fid: FileId) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::flush::encode_request(&mut b, fid);
+        self.client().call(Command::FLUSH, 1, &b).await.map(|_| ())
+    }
+
+    /// The share's size (QUERY_INFO FileFsFullSizeInformation on its root).
+    pub async fn fs_size(&mut self) -> Result<FsSize, ClientError> {
+        let h = self.open_read("").await?;
+        let mut b = Vec::new();
+        smbq_wire::query_info::QueryInfoRequest { info_type: info_type::FILESYSTEM, class: fs_class::FULL_SIZE, output_buffer_length: 4096, file_id: h.fid, ..Default::default() }.encode(&mut b);
+        let r = self.client().call(Command::QUERY_INFO, 1, &b).await;
+        let closed = self.close(h.fid).await;
+        let (_, r) = r?;
+        closed?;
+        let buf = info_buffer(&r)?;
+        let mut rd = Reader::new(buf);
+        let bad = |_| ClientError::Protocol("short FileFsFullSizeInformation".into());
+        let total_units = rd.u64().map_err(bad)?;
+        let _caller_free = rd.u64().map_err(bad)?;
+        let free_units = rd.u64().map_err(bad)?;
+        let sectors = u64::from(rd.u32().map_err(bad)?);
+        let sector = u64::from(rd.u32().map_err(bad)?);
+        Ok(FsSize { total_units, free_units, bytes_per_unit: (sectors * sector).max(1) })
+    }
+
+    /// Read up to `len` bytes at `offset` (fewer at the end of the file, none past it).
+    pub async fn read_at(&mut self, fid: FileId, offset: u64, len: u32) -> Result<Vec<u8>, ClientError> {
+        let mut out = Vec::new();
+        let max = self.client().core.max_read;
+        while (out.len() as u32) < len {
+            let want = (len - out.len() as u32).min(max);
+            match self.client().read(fid, offset + out.len() as u64, want).await {
+                Ok(d) if d.is_empty() => break,
+                Ok(d) => {
+                    let short = (d.len() as u32) < want;
+                    out.extend_from_slice(&d);
+                    if short {
+                        break;
+                    }
+                }
+                Err(ClientError::Status(_, st)) if st == NtStatus::END_OF_FILE => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Write all of `data` at `offset`, pipelined.
+    pub async fn write_at(&mut self, fid: FileId, offset: u64, data: Bytes) -> Result<(), ClientError> {
+        let (chunk, depth) = (self.client().core.max_write.min(self.chunk) as usize, self.depth);
+        self.client().write_from(fid, offset, data.len() as u64, chunk, depth, |o, l| Ok(data.slice((o - offset) as usize..(o - offset) as usize + l)), |_| {}).await
+    }
+}
+
+/// A CREATE request body.
+fn create_body(path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32) -> Vec<u8> {
+    let req = CreateRequest {
+        oplock_level: 0,
+        impersonation_level: 2,
+        desired_access,
+        file_attributes,
+        share_access: 7,
+        disposition: disp,
+        options: create_options,
+        name: to_smb_path(&path.replace('\\', "/")),
+        contexts: Vec::new(),
+    };
+    let mut b = vec![0u8; HEADER_LEN];
+    req.encode(&mut b, 0);
+    b.split_off(HEADER_LEN)
+}
+
+/// The output buffer of a QUERY_INFO response (MS-SMB2 2.2.38).
+fn info_buffer(r: &[u8]) -> Result<&[u8], ClientError> {
+    let bad = || ClientError::Protocol("bad QUERY_INFO response".into());
+    let mut rd = Reader::new(r.get(HEADER_LEN..).ok_or_else(bad)?);
+    rd.skip(2).map_err(|_| bad())?;
+    let off = rd.u16().map_err(|_| bad())? as usize;
+    let len = rd.u32().map_err(|_| bad())? as usize;
+    at(r, off, len).map_err(|_| bad())
+}
+
+/// FileIdBothDirectoryInformation entries (MS-FSCC 2.4.17), each bounded
+/// by the buffer; appended to `out`.
+fn decode_id_both_entries(buf: &[u8], out: &mut Vec<FileInfo>) -> Result<(), ClientError> {
+    let bad = |why: &str| ClientError::Protocol(format!("bad directory entry: {why}"));
+    let mut pos = 0usize;
+    loop {
+        let entry = buf.get(pos..).ok_or_else(|| bad("offset past the buffer"))?;
+        let mut r = Reader::new(entry);
+        let short = |_| bad("truncated");
+        let next = r.u32().map_err(short)? as usize;
+        r.skip(4).map_err(short)?;
+        let created = r.u64().map_err(short)?;
+        let accessed = r.u64().map_err(short)?;
+        let written = r.u64().map_err(short)?;
+        let changed = r.u64().map_err(short)?;
+        let size = r.u64().map_err(short)?;
+        let allocation = r.u64().map_err(short)?;
+        let attributes = r.u32().map_err(short)?;
+        let name_len = r.u32().map_err(short)? as usize;
+        r.skip(4 + 1 + 1 + 24 + 2).map_err(short)?;
+        let file_id = r.u64().map_err(short)?;
+        let name = utf16le(r.take(name_len).map_err(short)?).map_err(|_| bad("name is not UTF-16"))?;
+        out.push(FileInfo { name, size, allocation, attributes, created, accessed, written, changed, file_id, links: 1 });
+        if next == 0 {
+            return Ok(());
+        }
+        if next < 104 || next % 8 != 0 {
+            return Err(bad("NextEntryOffset out of range"));
+        }
+        pos += next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, next: u32) -> Vec<u8> {
+        let n: Vec<u8> = name.encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+        let mut b = Vec::new();
+        b.u32(next);
+        b.u32(0);
+        for t in [1u64, 2, 3, 4, 5, 6] {
+            b.u64(t);
+        }
+        b.u32(attr::DIRECTORY);
+        b.u32(n.len() as u32);
+        b.bytes(&[0; 4 + 1 + 1 + 24 + 2]);
+        b.u64(77);
+        b.bytes(&n);
+        b
+    }
+
+    #[test]
+    fn directory_entries_decode_and_hostile_ones_fail() {
+        let mut first = entry("a", 0);
+        let len = first.len().next_multiple_of(8);
+        first = entry("a", len as u32);
+        first.resize(len, 0);
+        let buf = [first.clone(), entry("bé", 0)].concat();
+        let mut out = Vec::new();
+        decode_id_both_entries(&buf, &mut out).unwrap();
+        assert_eq!(out.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["a", "bé"]);
+        assert_eq!((out[0].size, out[0].allocation, out[0].file_id, out[0].is_dir()), (5, 6, 77, true));
+        // A name longer than the buffer, an offset past it, a loop, a truncated entry.
+        let mut long = entry("a", 0);
+        long[60..64].copy_from_slice(&1000u32.to_le_bytes());
+        let mut past = first.clone();
+        past[0..4].copy_from_slice(&4096u32.to_le_bytes());
+        let mut zero_step = entry("a", 0);
+        zero_step[0..4].copy_from_slice(&8u32.to_le_bytes());
+        for b in [long, past, zero_step, entry("abc", 0)[..50].to_vec()] {
+            assert!(decode_id_both_entries(&b, &mut Vec::new()).is_err());
+        }
+    }
+
+    #[test]
+    fn filetimes_convert_both_ways() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(system_time(filetime(t)), t);
+        assert_eq!(filetime(UNIX_EPOCH), 116_444_736_000_000_000);
+        assert_eq!(system_time(0), UNIX_EPOCH);
+    }
+}
