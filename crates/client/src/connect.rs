@@ -125,7 +125,7 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
     };
     let logon = async {
         client.negotiate(t == Transport::Quic).await?;
-        client.login(&o.user, &o.password).await?;
+        client.login_as(&o.user, &o.domain, &o.password).await?;
         if o.encrypt && !client.core.transport_security {
             client.core.encrypt = true;
         }

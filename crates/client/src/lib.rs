@@ -159,12 +159,15 @@ impl Client {
     /// come one by one.
     async fn recv_parts(&mut self) -> Result<(Vec<u8>, Vec<Bytes>), ClientError> {
         loop {
-            let (m, tail, sealed) = match self.chained.pop_front() {
-                Some((m, sealed)) => (m, Vec::new(), sealed),
-                None => self.next_frame().await?,
+            let (m, tail, sealed, fresh) = match self.chained.pop_front() {
+                Some((m, sealed)) => (m, Vec::new(), sealed, false),
+                None => {
+                    let (m, tail, sealed) = self.next_frame().await?;
+                    (m, tail, sealed, true)
+                }
             };
             let h = Header::decode(&m).map_err(|e| ClientError::Protocol(format!("bad response header: {e}")))?;
-            let (m, tail) = if h.next_command != 0 {
+            let (m, tail) = if fresh && h.next_command != 0 {
                 let mut chain = split_chain(framing::gather(m, &tail))?.into_iter();
                 let first = chain.next().unwrap_or_default();
                 for next in chain {
@@ -240,7 +243,12 @@ impl Client {
     }
 
     pub async fn login(&mut self, user: &str, password: &str) -> Result<(), ClientError> {
-        let mut auth = ClientAuth::new(user, "", password, filetime_now());
+        self.login_as(user, "", password).await
+    }
+
+    /// NTLMv2 through SPNEGO as `domain\user` (MS-SMB2 3.2.4.2.3, 3.2.5.3).
+    pub async fn login_as(&mut self, user: &str, domain: &str, password: &str) -> Result<(), ClientError> {
+        let mut auth = ClientAuth::new(user, domain, password, filetime_now());
         let mut token = auth.step(None).map_err(|e| ClientError::Protocol(e.to_string()))?.unwrap_or_default();
         loop {
             let mut b = vec![0u8; HEADER_LEN];

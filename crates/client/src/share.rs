@@ -214,6 +214,9 @@ impl Share {
             match self.client().call(Command::QUERY_DIRECTORY, 1, &b).await {
                 Ok((_, r)) => {
                     let buf = smbq_wire::query_directory::decode_response(&r).map_err(|e| ClientError::Protocol(format!("QUERY_DIRECTORY response: {e}")))?;
+                    if buf.is_empty() {
+                        break;
+                    }
                     decode_id_both_entries(buf, &mut out)?;
                 }
                 Err(ClientError::Status(_, st)) if st == NtStatus::NO_MORE_FILES || (st == NtStatus::NO_SUCH_FILE && out.is_empty()) => break,
@@ -341,6 +344,34 @@ impl Share {
         let (chunk, depth) = (self.client().core.max_write.min(self.chunk) as usize, self.depth);
         self.client().write_from(fid, offset, data.len() as u64, chunk, depth, |o, l| Ok(data.slice((o - offset) as usize..(o - offset) as usize + l)), |_| {}).await
     }
+}
+
+/// The shares of `host` (MS-SRVS NetrShareEnum over the `srvsvc` pipe of IPC$).
+pub async fn list_shares(host: &str, port: Option<u16>, o: &ConnectOptions) -> Result<Vec<crate::srvsvc::Share>, ClientError> {
+    use crate::srvsvc;
+    let rpc = |e: srvsvc::RpcError| ClientError::Protocol(format!("srvsvc: {e}"));
+    let url = SmbUrl { user: None, host: host.to_string(), port, share: "IPC$".into(), path: String::new() };
+    let mut s = Share::connect(&url, o).await?;
+    let pipe = s.create("srvsvc", access::READ_DATA | access::WRITE_DATA | access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0).await?;
+    let bind = srvsvc::bind_pdu(1);
+    s.client().write(pipe.fid, 0, &bind).await?;
+    let ack = s.client().read(pipe.fid, 0, 65536).await?;
+    srvsvc::check_bind_ack(&ack).map_err(rpc)?;
+    s.client().write(pipe.fid, 0, &srvsvc::share_enum_request(2, host)).await?;
+    // A long answer comes in several READs (STATUS_BUFFER_OVERFLOW, a
+    // warning, until the last), and maybe several fragments.
+    let mut re = srvsvc::Reassembler::new(2);
+    let stub = loop {
+        let got = s.client().read(pipe.fid, 0, 65536).await?;
+        if got.is_empty() {
+            return Err(ClientError::Protocol("srvsvc: the pipe ended before the answer did".into()));
+        }
+        if let Some(stub) = re.push(&got).map_err(rpc)? {
+            break stub;
+        }
+    };
+    s.close(pipe.fid).await.ok();
+    srvsvc::decode_share_enum(&stub).map_err(rpc)
 }
 
 /// A CREATE request body.

@@ -1,6 +1,8 @@
-//! `smbq`: serve directories over SMB 3.1.1 on QUIC and TCP, manage users and the certificate.
+//! `smbq`: serve directories over SMB 3.1.1 on QUIC and TCP, manage users
+//! and the certificate; and as a client: copy files, list, and mount a share.
 
 mod cert;
+mod client;
 mod config;
 mod serve;
 mod user;
@@ -9,7 +11,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "smbq", version, about = "SMB 3.1.1 server for Linux, over QUIC and TCP")]
+#[command(name = "smbq", version, about = "SMB 3.1.1 server and client for Linux, over QUIC and TCP")]
 struct Cli {
     /// More log output (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -32,6 +34,28 @@ enum Command {
         #[command(subcommand)]
         action: cert::CertAction,
     },
+    /// List a directory (or the files matching a pattern: smb://h/s/dir/*.jpg).
+    Ls(client::commands::LsArgs),
+    /// Copy a file (or with -r a directory) from a share: get URL [LOCAL].
+    Get(client::transfer::GetArgs),
+    /// Copy a file (or with -r a directory) to a share: put LOCAL URL.
+    Put(client::transfer::PutArgs),
+    /// Delete files.
+    Rm(client::commands::UrlsArgs),
+    /// Make directories.
+    Mkdir(client::commands::UrlsArgs),
+    /// Remove empty directories.
+    Rmdir(client::commands::UrlsArgs),
+    /// Rename or move within a share: mv URL URL.
+    Mv(client::commands::MvArgs),
+    /// Write files to stdout.
+    Cat(client::commands::UrlsArgs),
+    /// Show files' metadata.
+    Stat(client::commands::UrlsArgs),
+    /// List a server's shares: shares smb://[user@]host[:port].
+    Shares(client::commands::SharesArgs),
+    /// Mount a share on a directory with FUSE (until fusermount3 -u DIR or Ctrl-C).
+    Mount(client::MountArgs),
 }
 
 /// Where state lives: `$XDG_STATE_HOME/smbq` or `~/.local/state/smbq`.
@@ -43,11 +67,22 @@ pub fn default_state_dir() -> PathBuf {
     home.join(".local/state/smbq")
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("smbq: {e:#}");
+            std::process::ExitCode::from(client::exit_code(&e))
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     smbq_transport::keep_large_buffers_on_heap();
     let cli = Cli::parse();
+    let quiet = if matches!(cli.command, Command::Serve(_)) { "info" } else { "warn" };
     let default = match cli.verbose {
-        0 => "info",
+        0 => quiet,
         1 => "debug",
         _ => "trace",
     };
@@ -64,5 +99,25 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::User { action } => user::run(action),
         Command::Cert { action } => cert::run(action),
+        Command::Mount(a) => client::mount_main(a),
+        c => {
+            use client::commands::{self as cmd, Each};
+            use client::transfer;
+            client::runtime()?.block_on(async move {
+                match c {
+                    Command::Ls(a) => cmd::ls(a).await,
+                    Command::Get(a) => transfer::get(a).await,
+                    Command::Put(a) => transfer::put(a).await,
+                    Command::Rm(a) => cmd::each(a, Each::Remove).await,
+                    Command::Mkdir(a) => cmd::each(a, Each::Mkdir).await,
+                    Command::Rmdir(a) => cmd::each(a, Each::Rmdir).await,
+                    Command::Mv(a) => cmd::mv(a).await,
+                    Command::Cat(a) => cmd::cat(a).await,
+                    Command::Stat(a) => cmd::stat(a).await,
+                    Command::Shares(a) => cmd::shares(a).await,
+                    Command::Serve(_) | Command::User { .. } | Command::Cert { .. } | Command::Mount(_) => unreachable!("handled above"),
+                }
+            })
+        }
     }
 }

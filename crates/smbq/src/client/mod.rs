@@ -1,0 +1,192 @@
+//! `smbq` as a client: the options every client command shares, where
+//! credentials come from, exit codes, and the connection.
+
+pub mod commands;
+pub mod mount;
+pub mod transfer;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use smbq_client::connect::{ConnectOptions, Transport, Trust};
+use smbq_client::share::Share;
+use smbq_client::url::SmbUrl;
+use smbq_client::ClientError;
+use smbq_wire::NtStatus;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum TransportArg {
+    Quic,
+    Tcp,
+    /// QUIC first (a short wait), then TCP.
+    Auto,
+}
+
+/// How to reach the server and log on (every client command takes these).
+#[derive(Args, Clone, Debug)]
+pub struct ConnectArgs {
+    /// quic | tcp | auto (QUIC on 443 first, then TCP on 445; a port in the URL is used for both).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub transport: TransportArg,
+    /// Trust the server certificate if it chains to a CA in this PEM file (instead of the system's roots).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Trust exactly the certificate with this SHA-256 fingerprint (hex, colons allowed), as `smbq serve` prints it.
+    #[arg(long, value_name = "SHA256")]
+    pub fingerprint: Option<String>,
+    /// Accept any server certificate (dangerous: anyone on the path can read and change the traffic).
+    #[arg(long)]
+    pub insecure: bool,
+    /// A file with `username = NAME`, `password = SECRET` and optionally `domain = D` lines (mode 0600).
+    #[arg(long, short = 'A', value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
+    /// Seal every message with SMB encryption even where the share does not require it (TCP; QUIC is already encrypted).
+    #[arg(long)]
+    pub encrypt: bool,
+    /// Seconds to wait for the connection and logon.
+    #[arg(long, default_value_t = 20)]
+    pub timeout: u64,
+}
+
+/// Exit codes a script can act on.
+pub mod exit {
+    pub const FAILURE: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const NOT_FOUND: u8 = 3;
+    pub const ACCESS_DENIED: u8 = 4;
+    pub const EXISTS: u8 = 5;
+    pub const UNREACHABLE: u8 = 6;
+    pub const CERTIFICATE: u8 = 7;
+    pub const LOGON: u8 = 8;
+}
+
+/// The exit code for an error (a `ClientError` anywhere in its chain).
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    let Some(ce) = e.chain().find_map(|c| c.downcast_ref::<ClientError>()) else {
+        return if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)) { exit::NOT_FOUND } else { exit::FAILURE };
+    };
+    match ce {
+        ClientError::Usage(_) => exit::USAGE,
+        ClientError::Certificate(_) => exit::CERTIFICATE,
+        ClientError::Unreachable(_) | ClientError::Quic(_) | ClientError::Io(_) => exit::UNREACHABLE,
+        ClientError::Status(cmd, _) if *cmd == smbq_wire::Command::SESSION_SETUP => exit::LOGON,
+        ClientError::Status(_, st) => match *st {
+            NtStatus::OBJECT_NAME_NOT_FOUND | NtStatus::OBJECT_PATH_NOT_FOUND | NtStatus::NO_SUCH_FILE | NtStatus::BAD_NETWORK_NAME => exit::NOT_FOUND,
+            NtStatus::ACCESS_DENIED => exit::ACCESS_DENIED,
+            NtStatus::OBJECT_NAME_COLLISION => exit::EXISTS,
+            _ => exit::FAILURE,
+        },
+        ClientError::Protocol(_) => exit::FAILURE,
+    }
+}
+
+impl ConnectArgs {
+    /// The options for `url`: trust, transport and credentials (URL user,
+    /// then `SMBQ_USER`, then the credentials file; password from
+    /// `SMBQ_PASSWORD`, the credentials file, or a prompt on the terminal).
+    pub fn options(&self, url: &SmbUrl) -> anyhow::Result<ConnectOptions> {
+        let trust = match (&self.fingerprint, &self.ca_file, self.insecure) {
+            (Some(fp), None, false) => Trust::Fingerprint(smbq_crypto::tls::parse_fingerprint(fp).ok_or_else(|| ClientError::Usage(format!("--fingerprint {fp:?} is not a SHA-256 in hex")))?),
+            (None, Some(f), false) => Trust::CaFile(f.clone()),
+            (None, None, true) => {
+                eprintln!("warning: --insecure: the server's certificate is not checked; anyone on the path can read and change this connection");
+                Trust::Insecure
+            }
+            (None, None, false) => Trust::System,
+            _ => return Err(ClientError::Usage("give at most one of --fingerprint, --ca-file and --insecure".into()).into()),
+        };
+        let file = match &self.credentials {
+            Some(p) => Some(read_credentials(p)?),
+            None => None,
+        };
+        let from_file = |key: &str| file.as_ref().and_then(|f: &Vec<(String, String)>| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let user = url.user.clone().or_else(|| env("SMBQ_USER")).or_else(|| from_file("username")).ok_or_else(|| ClientError::Usage("no user: put it in the URL (smb://USER@host/share), SMBQ_USER or a credentials file".into()))?;
+        let (domain, user) = match user.split_once(['\\', ';']) {
+            Some((d, u)) => (d.to_string(), u.to_string()),
+            None => (from_file("domain").unwrap_or_default(), user),
+        };
+        let password = match env("SMBQ_PASSWORD").or_else(|| from_file("password")) {
+            Some(p) => p,
+            None => rpassword::prompt_password(format!("password for {user}@{}: ", url.host)).context("reading the password (set SMBQ_PASSWORD or use --credentials when there is no terminal)")?,
+        };
+        Ok(ConnectOptions {
+            transport: match self.transport {
+                TransportArg::Quic => Transport::Quic,
+                TransportArg::Tcp => Transport::Tcp,
+                TransportArg::Auto => Transport::Auto,
+            },
+            trust,
+            user,
+            password,
+            domain,
+            timeout: Duration::from_secs(self.timeout.max(1)),
+            encrypt: self.encrypt,
+            ..ConnectOptions::default()
+        })
+    }
+
+    /// Connect to `url`'s share; say on stderr which transport was used
+    /// when `auto` chose (and `verbose`).
+    pub async fn share(&self, url: &SmbUrl, o: &ConnectOptions) -> anyhow::Result<Share> {
+        let s = Share::connect(url, o).await.with_context(|| format!("connecting to {url}"))?;
+        tracing::info!(transport = s.transport().name(), addr = %s.session.addr, "connected");
+        if matches!(self.transport, TransportArg::Auto) {
+            eprintln!("connected over {} to {}", s.transport().name(), s.session.addr);
+        }
+        Ok(s)
+    }
+}
+
+/// `key = value` lines (smbclient's authentication file format); the file must not be readable by others.
+fn read_credentials(p: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(p).with_context(|| format!("credentials file {}", p.display()))?;
+    if meta.mode() & 0o077 != 0 {
+        anyhow::bail!(ClientError::Usage(format!("credentials file {} is readable by others (mode {:o}); chmod 600 it", p.display(), meta.mode() & 0o777)));
+    }
+    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    Ok(text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect())
+}
+
+/// Parse a URL argument; the error is a usage error.
+pub fn url(s: &str) -> anyhow::Result<SmbUrl> {
+    Ok(SmbUrl::parse(s)?)
+}
+
+/// The runtime client commands run on.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+#[derive(Args)]
+pub struct MountArgs {
+    /// smb://[user@]host[:port]/share
+    pub url: String,
+    /// An empty directory to mount on.
+    pub dir: PathBuf,
+    /// How long attributes and directory listings are cached, in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub attr_timeout: f64,
+    /// Let other users see the mount (needs user_allow_other in /etc/fuse.conf unless root).
+    #[arg(long)]
+    pub allow_other: bool,
+    #[command(flatten)]
+    pub conn: ConnectArgs,
+}
+
+/// `smbq mount`: connect, then serve the mount in the foreground until it is unmounted.
+pub fn mount_main(a: MountArgs) -> anyhow::Result<()> {
+    let u = url(&a.url)?;
+    let o = a.conn.options(&u)?;
+    let rt = runtime()?;
+    let share = rt.block_on(a.conn.share(&u, &o))?;
+    let opts = mount::MountOptions { attr_ttl: Duration::from_secs_f64(a.attr_timeout.clamp(0.0, 3600.0)), allow_other: a.allow_other, foreground_ready: None };
+    mount::run(share, rt, &a.dir, opts)
+}

@@ -1,0 +1,1074 @@
+//! `smbq mount`: a share as a local directory, through FUSE (the `fuser`
+//! crate speaking the kernel's protocol on /dev/fuse).
+//!
+//! One [`Share`] (one connection, one tree) serves every request; FUSE
+//! requests come one at a time on fuser's thread and each runs its SMB
+//! exchange with `Runtime::block_on`. The kernel knows files by inode
+//! number, SMB by path: [`Inodes`] hands out our own numbers and follows
+//! renames and deletions. Around that:
+//!
+//! - attributes and directory listings are cached for `attr_ttl` (the
+//!   kernel's entry and attribute TTL too), and what we change ourselves
+//!   is dropped from the cache at once;
+//! - a sequential reader gets a read-ahead window (up to 8 MiB) fetched
+//!   with pipelined READs (MS-SMB2 2.2.19, 3.2.4.1.5: as many outstanding
+//!   as the credits allow);
+//! - contiguous writes are gathered per handle (up to 8 MiB) and sent as
+//!   pipelined WRITEs (MS-SMB2 2.2.21) on a non-contiguous write, flush,
+//!   fsync, release, and before anything that reads the file or its size.
+//!
+//! SMB errors become errnos in [`errno`]; a broken connection is EIO on
+//! every later request (no reconnection).
+
+use anyhow::Context;
+use fuser::{
+    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
+};
+use smbq_client::share::{access, filetime, system_time, FileInfo, Share};
+use smbq_client::ClientError;
+use smbq_wire::create::{disposition, options};
+use smbq_wire::fscc::attr;
+use smbq_wire::{FileId, NtStatus};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::runtime::Runtime;
+
+/// Largest read-ahead window and write-back buffer.
+const MAX_WINDOW: usize = 8 << 20;
+const MAX_WRITE_BUFFER: usize = 8 << 20;
+/// A read starting this close to where the last one ended counts as
+/// sequential (the kernel's own read-ahead may reorder a little).
+const SEQUENTIAL_SLACK: u64 = 256 << 10;
+/// What the kernel is told to send at most per WRITE and to read ahead.
+const KERNEL_IO: u32 = 1 << 20;
+/// Cached attributes and listings kept at most (then the cache starts over).
+const CACHE_LIMIT: usize = 100_000;
+/// How long to wait for answers still outstanding after a failed exchange.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct MountOptions {
+    /// How long the kernel and we may trust attributes and listings.
+    pub attr_ttl: Duration,
+    /// Let users other than the one mounting use the mount (`allow_other`).
+    pub allow_other: bool,
+    /// Called once, when the mount is in place.
+    pub foreground_ready: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions { attr_ttl: Duration::from_secs(1), allow_other: false, foreground_ready: None }
+    }
+}
+
+/// Mount `share` on `dir` and serve it until it is unmounted from outside
+/// (`fusermount3 -u DIR`) or SIGINT or SIGTERM arrives, which unmounts it
+/// here (lazily, if something still holds it busy).
+pub fn run(share: Share, rt: Runtime, dir: &Path, opts: MountOptions) -> anyhow::Result<()> {
+    let rt = Arc::new(rt);
+    let fsname = format!("smbq:{}", share.url);
+    // Before mounting, so that a signal during the mount is not lost.
+    let (mut sigint, mut sigterm) = rt
+        .block_on(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok::<_, std::io::Error>((signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?))
+        })
+        .context("installing signal handlers")?;
+    let mut config = Config::default();
+    config.mount_options = vec![MountOption::FSName(fsname.clone()), MountOption::Subtype("smbq".into()), MountOption::NoDev, MountOption::NoSuid, MountOption::RW];
+    config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
+    let fs = SmbFs::new(share, rt.clone(), opts.attr_ttl);
+    let session = fuser::spawn_mount(fs, dir, &config).with_context(|| format!("mounting {fsname} on {}", dir.display()))?;
+    tracing::info!(dir = %dir.display(), "mounted {fsname}");
+    if let Some(ready) = opts.foreground_ready {
+        ready();
+    }
+    let signal = rt.block_on(async {
+        loop {
+            tokio::select! {
+                _ = sigint.recv() => break Some("SIGINT"),
+                _ = sigterm.recv() => break Some("SIGTERM"),
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                    if session.guard.is_finished() {
+                        break None;
+                    }
+                }
+            }
+        }
+    });
+    match signal {
+        None => {
+            session.join().context("serving the mount")?;
+            tracing::info!(dir = %dir.display(), "unmounted");
+        }
+        Some(sig) => {
+            tracing::info!(dir = %dir.display(), "{sig}: unmounting");
+            if let Err(e) = session.umount_and_join() {
+                tracing::warn!(dir = %dir.display(), "unmount: {e}; detaching it lazily");
+                lazy_unmount(dir);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `fusermount3 -u -z DIR`: detach a busy mount; it goes when its last user does.
+fn lazy_unmount(dir: &Path) {
+    match std::process::Command::new("fusermount3").arg("-u").arg("-z").arg(dir).status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => tracing::error!(dir = %dir.display(), "fusermount3 -u -z: {s}"),
+        Err(e) => tracing::error!(dir = %dir.display(), "fusermount3: {e}"),
+    }
+}
+
+/// The errno for a failed exchange: the NTSTATUS (MS-ERREF 2.3) the
+/// server answered, or EIO for a connection or protocol failure.
+fn errno(e: &ClientError) -> Errno {
+    let ClientError::Status(_, st) = e else {
+        return Errno::EIO;
+    };
+    match *st {
+        NtStatus::OBJECT_NAME_NOT_FOUND | NtStatus::OBJECT_PATH_NOT_FOUND | NtStatus::NO_SUCH_FILE | NtStatus::DELETE_PENDING => Errno::ENOENT,
+        NtStatus::OBJECT_NAME_COLLISION => Errno::EEXIST,
+        NtStatus::ACCESS_DENIED | NtStatus::CANNOT_DELETE => Errno::EACCES,
+        NtStatus::DIRECTORY_NOT_EMPTY => Errno::ENOTEMPTY,
+        NtStatus::NOT_A_DIRECTORY => Errno::ENOTDIR,
+        NtStatus::FILE_IS_A_DIRECTORY => Errno::EISDIR,
+        NtStatus::SHARING_VIOLATION => Errno::EBUSY,
+        NtStatus::DISK_FULL => Errno::ENOSPC,
+        NtStatus::OBJECT_NAME_INVALID => Errno::EINVAL,
+        NtStatus::MEDIA_WRITE_PROTECTED => Errno::EROFS,
+        _ => Errno::EIO,
+    }
+}
+
+/// `dir/name` for share-relative `/`-separated paths ("" is the root).
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// The directory holding `path` ("" for the root's children).
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+/// One inode number the kernel holds: the path it stands for (None once
+/// deleted) and how many lookups the kernel has not forgotten.
+struct Node {
+    path: Option<String>,
+    lookups: u64,
+    /// The attributes last given for it, for fstat(2) after unlink(2).
+    last: Option<FileAttr>,
+}
+
+/// Our inode numbers (a counter; 1 is the root) both ways.
+struct Inodes {
+    nodes: HashMap<u64, Node>,
+    by_path: HashMap<String, u64>,
+    next: u64,
+}
+
+impl Inodes {
+    fn new() -> Inodes {
+        let mut i = Inodes { nodes: HashMap::new(), by_path: HashMap::new(), next: 2 };
+        i.nodes.insert(INodeNo::ROOT.0, Node { path: Some(String::new()), lookups: 1, last: None });
+        i.by_path.insert(String::new(), INodeNo::ROOT.0);
+        i
+    }
+
+    fn path(&self, ino: u64) -> Result<&str, Errno> {
+        self.nodes.get(&ino).and_then(|n| n.path.as_deref()).ok_or(Errno::ENOENT)
+    }
+
+    /// The number of `path`, given a new one if it has none (no lookup counted).
+    fn number(&mut self, path: &str) -> u64 {
+        if let Some(&ino) = self.by_path.get(path) {
+            return ino;
+        }
+        let ino = self.next;
+        self.next += 1;
+        self.nodes.insert(ino, Node { path: Some(path.to_string()), lookups: 0, last: None });
+        self.by_path.insert(path.to_string(), ino);
+        ino
+    }
+
+    /// The kernel learned of `path` (an entry reply): count it.
+    fn lookup(&mut self, path: &str) -> u64 {
+        let ino = self.number(path);
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.lookups += 1;
+        }
+        ino
+    }
+
+    /// FUSE FORGET: the kernel dropped `n` of its lookups.
+    fn forget(&mut self, ino: u64, n: u64) {
+        if ino == INodeNo::ROOT.0 {
+            return;
+        }
+        let Some(node) = self.nodes.get_mut(&ino) else { return };
+        node.lookups = node.lookups.saturating_sub(n);
+        if node.lookups == 0 {
+            if let Some(p) = node.path.take() {
+                if self.by_path.get(&p) == Some(&ino) {
+                    self.by_path.remove(&p);
+                }
+            }
+            self.nodes.remove(&ino);
+        }
+    }
+
+    /// `path` is gone: its number stays valid (open files) but names nothing.
+    fn unlinked(&mut self, path: &str) {
+        if let Some(ino) = self.by_path.remove(path) {
+            if let Some(n) = self.nodes.get_mut(&ino) {
+                n.path = None;
+                if let Some(a) = &mut n.last {
+                    a.nlink = 0;
+                }
+            }
+        }
+    }
+
+    /// `from` (and all below it) is now `to`; what was at `to` is gone.
+    fn renamed(&mut self, from: &str, to: &str) {
+        self.unlinked(to);
+        let prefix = format!("{from}/");
+        let moved: Vec<(String, u64)> = self.by_path.iter().filter(|(p, _)| p.as_str() == from || p.starts_with(&prefix)).map(|(p, &i)| (p.clone(), i)).collect();
+        for (old, ino) in moved {
+            self.by_path.remove(&old);
+            let new = format!("{to}{}", &old[from.len()..]);
+            if let Some(n) = self.nodes.get_mut(&ino) {
+                n.path = Some(new.clone());
+            }
+            self.by_path.insert(new, ino);
+        }
+    }
+}
+
+/// Attributes and listings fetched less than `ttl` ago.
+struct Cache {
+    ttl: Duration,
+    attrs: HashMap<String, (Instant, FileInfo)>,
+    dirs: HashMap<String, (Instant, Vec<FileInfo>)>,
+}
+
+impl Cache {
+    fn attr(&self, path: &str) -> Option<FileInfo> {
+        self.attrs.get(path).filter(|(t, _)| t.elapsed() < self.ttl).map(|(_, i)| i.clone())
+    }
+
+    fn dir(&self, path: &str) -> Option<Vec<FileInfo>> {
+        self.dirs.get(path).filter(|(t, _)| t.elapsed() < self.ttl).map(|(_, l)| l.clone())
+    }
+
+    fn put_attr(&mut self, path: &str, info: &FileInfo) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        if self.attrs.len() >= CACHE_LIMIT {
+            self.attrs.clear();
+        }
+        self.attrs.insert(path.to_string(), (Instant::now(), info.clone()));
+    }
+
+    /// A listing, and the attributes of each entry in it.
+    fn put_dir(&mut self, path: &str, list: &[FileInfo]) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        if self.dirs.len() >= CACHE_LIMIT / 100 {
+            self.dirs.clear();
+        }
+        for e in list {
+            self.put_attr(&join(path, &e.name), e);
+        }
+        self.dirs.insert(path.to_string(), (Instant::now(), list.to_vec()));
+    }
+
+    /// We changed `path`: forget it and the listing it appears in.
+    fn changed(&mut self, path: &str) {
+        self.attrs.remove(path);
+        self.dirs.remove(parent(path));
+    }
+
+    fn clear(&mut self) {
+        self.attrs.clear();
+        self.dirs.clear();
+    }
+}
+
+/// An open file: its SMB handle, the writes not sent yet and the
+/// read-ahead window.
+struct Open {
+    ino: u64,
+    fid: FileId,
+    /// Gathered contiguous writes starting at `wbuf_off`.
+    wbuf_off: u64,
+    wbuf: Vec<u8>,
+    /// Bytes of the file from `window_off`.
+    window_off: u64,
+    window: Vec<u8>,
+    /// Where the last read ended (to tell a sequential reader).
+    next_read: u64,
+}
+
+impl Open {
+    /// `len` bytes at `off` if the window holds them, or holds what there
+    /// is up to the end of file (`eof`, when the window reached it).
+    fn from_window(&self, off: u64, len: u32, eof: Option<u64>) -> Option<&[u8]> {
+        let start = usize::try_from(off.checked_sub(self.window_off)?).ok()?;
+        let end = start.checked_add(len as usize)?;
+        let window_end = self.window_off + self.window.len() as u64;
+        if end <= self.window.len() {
+            self.window.get(start..end)
+        } else if eof == Some(window_end) && start <= self.window.len() {
+            self.window.get(start..)
+        } else {
+            None
+        }
+    }
+}
+
+/// A directory listing taken at opendir, served to readdir by offset.
+struct DirEntry {
+    ino: u64,
+    kind: FileType,
+    name: String,
+}
+
+/// Everything the FUSE requests share, behind one lock.
+struct Inner {
+    rt: Arc<Runtime>,
+    share: Share,
+    uid: u32,
+    gid: u32,
+    inodes: Inodes,
+    cache: Cache,
+    opens: HashMap<u64, Open>,
+    listings: HashMap<u64, Vec<DirEntry>>,
+    next_fh: u64,
+    /// Read-ahead window: what `chunk` × `depth` READs carry, at most 8 MiB.
+    window: usize,
+}
+
+/// The `fuser` filesystem: [`Inner`] behind a mutex.
+struct SmbFs {
+    inner: Mutex<Inner>,
+    ttl: Duration,
+}
+
+impl SmbFs {
+    fn new(share: Share, rt: Arc<Runtime>, ttl: Duration) -> SmbFs {
+        let window = (share.chunk as usize).saturating_mul(share.depth).clamp(share.chunk.max(1) as usize, MAX_WINDOW);
+        // SAFETY: getuid and getgid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let inner = Inner {
+            rt,
+            share,
+            uid,
+            gid,
+            inodes: Inodes::new(),
+            cache: Cache { ttl, attrs: HashMap::new(), dirs: HashMap::new() },
+            opens: HashMap::new(),
+            listings: HashMap::new(),
+            next_fh: 1,
+            window,
+        };
+        SmbFs { inner: Mutex::new(inner), ttl }
+    }
+
+    /// The state; a panic in another request does not make it unusable.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A name from the kernel as an SMB path component: UTF-8, no `\`
+/// (which SMB would take as a separator, MS-SMB2 2.2.13).
+fn component(name: &OsStr) -> Result<&str, Errno> {
+    let n = name.to_str().ok_or(Errno::EINVAL)?;
+    if n.is_empty() || n.contains('\\') {
+        return Err(Errno::EINVAL);
+    }
+    Ok(n)
+}
+
+fn time_arg(t: Option<TimeOrNow>) -> u64 {
+    match t {
+        None => 0,
+        Some(TimeOrNow::Now) => filetime(SystemTime::now()),
+        Some(TimeOrNow::SpecificTime(t)) => filetime(t),
+    }
+}
+
+impl Inner {
+    /// An error from `what` on `path` as an errno; server answers that are
+    /// part of normal life (no such file) are logged at debug level, the
+    /// rest at error. Answers still outstanding (a pipeline stopped by the
+    /// error) are read and dropped, so the next exchange gets its own.
+    fn fail(&mut self, what: &str, path: &str, e: ClientError) -> Errno {
+        let n = errno(&e);
+        match &e {
+            ClientError::Status(..) if n != Errno::EIO => tracing::debug!(path, "{what}: {e}"),
+            _ => tracing::error!(path, "{what}: {e}"),
+        }
+        if self.share.client().core.in_flight() > 0 {
+            let share = &mut self.share;
+            let drained = self.rt.block_on(tokio::time::timeout(DRAIN_TIMEOUT, async {
+                while share.client().core.in_flight() > 0 {
+                    share.client().recv().await?;
+                }
+                Ok::<_, ClientError>(())
+            }));
+            match drained {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!("after {what}: reading the answers still outstanding: {e}"),
+                Err(_) => tracing::error!("after {what}: the answers still outstanding did not come"),
+            }
+        }
+        n
+    }
+
+    fn path(&self, ino: INodeNo) -> Result<String, Errno> {
+        self.inodes.path(ino.0).map(str::to_string)
+    }
+
+    fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
+        Ok(join(self.inodes.path(parent.0)?, component(name)?))
+    }
+
+    /// Metadata of `path`: cached, or a CREATE+QUERY_INFO+CLOSE compound.
+    fn stat(&mut self, path: &str) -> Result<FileInfo, Errno> {
+        if let Some(i) = self.cache.attr(path) {
+            return Ok(i);
+        }
+        match self.rt.block_on(self.share.stat(path)) {
+            Ok(i) => {
+                self.cache.put_attr(path, &i);
+                Ok(i)
+            }
+            Err(e) => Err(self.fail("stat", path, e)),
+        }
+    }
+
+    /// FUSE attributes for `info`: 0755 directories, 0644 files (0444 when
+    /// FILE_ATTRIBUTE_READONLY, MS-FSCC 2.6), owned by whoever mounted.
+    fn attr(&mut self, ino: u64, info: &FileInfo) -> FileAttr {
+        let dir = info.is_dir();
+        let perm = if dir {
+            0o755
+        } else if info.attributes & attr::READONLY != 0 {
+            0o444
+        } else {
+            0o644
+        };
+        let a = FileAttr {
+            ino: INodeNo(ino),
+            size: info.size,
+            blocks: info.allocation.div_ceil(512),
+            atime: system_time(info.accessed),
+            mtime: system_time(info.written),
+            ctime: system_time(info.changed),
+            crtime: system_time(info.created),
+            kind: if dir { FileType::Directory } else { FileType::RegularFile },
+            perm,
+            nlink: info.links.max(1),
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: KERNEL_IO,
+            flags: 0,
+        };
+        if let Some(n) = self.inodes.nodes.get_mut(&ino) {
+            n.last = Some(a);
+        }
+        a
+    }
+
+    /// An entry for the kernel: `path`'s attributes, its lookup counted.
+    fn entry(&mut self, path: &str, info: &FileInfo) -> FileAttr {
+        let ino = self.inodes.lookup(path);
+        self.attr(ino, info)
+    }
+
+    /// Send the writes gathered on handle `fh` (pipelined WRITEs).
+    fn flush_open(&mut self, fh: u64) -> Result<(), Errno> {
+        let Some(o) = self.opens.get_mut(&fh) else { return Ok(()) };
+        if o.wbuf.is_empty() {
+            return Ok(());
+        }
+        let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, std::mem::take(&mut o.wbuf));
+        let r = self.rt.block_on(self.share.write_at(fid, off, data.into()));
+        let path = self.inodes.path(ino).unwrap_or_default().to_string();
+        self.cache.changed(&path);
+        r.map_err(|e| self.fail("write", &path, e))
+    }
+
+    /// Send every handle's gathered writes to file `ino` (but `except`'s).
+    fn flush_ino(&mut self, ino: u64, except: Option<u64>) -> Result<(), Errno> {
+        let pending: Vec<u64> = self.opens.iter().filter(|(&fh, o)| o.ino == ino && !o.wbuf.is_empty() && Some(fh) != except).map(|(&fh, _)| fh).collect();
+        for fh in pending {
+            self.flush_open(fh)?;
+        }
+        Ok(())
+    }
+
+    /// File `ino` changed: read-ahead windows on it are stale.
+    fn drop_windows(&mut self, ino: u64) {
+        for o in self.opens.values_mut().filter(|o| o.ino == ino) {
+            o.window = Vec::new();
+        }
+    }
+
+    fn add_open(&mut self, ino: u64, fid: FileId) -> u64 {
+        let fh = self.next_fh;
+        self.next_fh += 1;
+        self.opens.insert(fh, Open { ino, fid, wbuf_off: 0, wbuf: Vec::new(), window_off: 0, window: Vec::new(), next_read: 0 });
+        fh
+    }
+
+    fn lookup(&mut self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+        let path = self.child(parent, name)?;
+        if let Some(&ino) = self.inodes.by_path.get(&path) {
+            self.flush_ino(ino, None)?;
+        }
+        let info = self.stat(&path)?;
+        Ok(self.entry(&path, &info))
+    }
+
+    fn getattr(&mut self, ino: INodeNo) -> Result<FileAttr, Errno> {
+        self.flush_ino(ino.0, None)?;
+        let Ok(path) = self.path(ino) else {
+            // Deleted but still open: what we knew last.
+            return self.inodes.nodes.get(&ino.0).and_then(|n| n.last).ok_or(Errno::ENOENT);
+        };
+        let info = self.stat(&path)?;
+        Ok(self.attr(ino.0, &info))
+    }
+
+    /// Size through FileEndOfFileInformation and times through
+    /// FileBasicInformation (SET_INFO, MS-SMB2 2.2.39; MS-FSCC 2.4.7: a
+    /// time of 0 leaves that time as it is), on the open handle `fh` when
+    /// it may write, else on a handle opened for it. Mode and owner are
+    /// not SMB's to change and are left as they are.
+    fn setattr(&mut self, ino: INodeNo, size: Option<u64>, atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>, fh: Option<FileHandle>) -> Result<FileAttr, Errno> {
+        let path = self.path(ino)?;
+        self.flush_ino(ino.0, None)?;
+        self.drop_windows(ino.0);
+        if size.is_some() || atime.is_some() || mtime.is_some() {
+            let given = fh.and_then(|fh| self.opens.get(&fh.0)).map(|o| o.fid);
+            let (fid, temporary) = match given {
+                Some(fid) if atime.is_none() && mtime.is_none() => (fid, false),
+                _ => {
+                    let want = access::READ_ATTRIBUTES | access::WRITE_ATTRIBUTES | access::SYNCHRONIZE | if size.is_some() { access::WRITE_DATA } else { 0 };
+                    match self.rt.block_on(self.share.create(&path, want, disposition::OPEN, 0, 0)) {
+                        Ok(h) => (h.fid, true),
+                        Err(e) => return Err(self.fail("open for setattr", &path, e)),
+                    }
+                }
+            };
+            let mut r = Ok(());
+            if let Some(s) = size {
+                r = self.rt.block_on(self.share.set_size(fid, s));
+            }
+            if r.is_ok() && (atime.is_some() || mtime.is_some()) {
+                r = self.rt.block_on(self.share.set_basic(fid, 0, time_arg(atime), time_arg(mtime), 0));
+            }
+            if temporary {
+                let closed = self.rt.block_on(self.share.close(fid));
+                r = r.and(closed);
+            }
+            self.cache.changed(&path);
+            r.map_err(|e| self.fail("setattr", &path, e))?;
+        }
+        let info = self.stat(&path)?;
+        Ok(self.attr(ino.0, &info))
+    }
+
+    /// The entries of directory `ino` (`.` and `..` first), from the cache
+    /// or QUERY_DIRECTORY (MS-SMB2 2.2.33).
+    fn opendir(&mut self, ino: INodeNo) -> Result<u64, Errno> {
+        let path = self.path(ino)?;
+        let list = match self.cache.dir(&path) {
+            Some(l) => l,
+            None => match self.rt.block_on(self.share.list(&path, "*")) {
+                Ok(l) => {
+                    self.cache.put_dir(&path, &l);
+                    l
+                }
+                Err(e) => return Err(self.fail("list", &path, e)),
+            },
+        };
+        let up = self.inodes.by_path.get(parent(&path)).copied().unwrap_or(INodeNo::ROOT.0);
+        let mut entries = vec![DirEntry { ino: ino.0, kind: FileType::Directory, name: ".".into() }, DirEntry { ino: up, kind: FileType::Directory, name: "..".into() }];
+        for e in list {
+            if e.name.is_empty() || e.name.contains(['/', '\\']) {
+                continue;
+            }
+            let kind = if e.is_dir() { FileType::Directory } else { FileType::RegularFile };
+            entries.push(DirEntry { ino: self.inodes.number(&join(&path, &e.name)), kind, name: e.name });
+        }
+        let fh = self.next_fh;
+        self.next_fh += 1;
+        self.listings.insert(fh, entries);
+        Ok(fh)
+    }
+
+    /// CREATE (MS-SMB2 2.2.13) of an existing file, to read or read and write.
+    fn open(&mut self, ino: INodeNo, flags: OpenFlags) -> Result<u64, Errno> {
+        let path = self.path(ino)?;
+        let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        let want = if write { access::READ_WRITE } else { access::READ };
+        let h = match self.rt.block_on(self.share.create(&path, want, disposition::OPEN, options::NON_DIRECTORY_FILE, 0)) {
+            Ok(h) => h,
+            Err(e) => return Err(self.fail("open", &path, e)),
+        };
+        if write && flags.0 & libc::O_TRUNC != 0 {
+            self.flush_ino(ino.0, None)?;
+            self.drop_windows(ino.0);
+            let r = self.rt.block_on(self.share.set_size(h.fid, 0));
+            self.cache.changed(&path);
+            if let Err(e) = r {
+                let n = self.fail("truncate", &path, e);
+                let _ = self.rt.block_on(self.share.close(h.fid));
+                return Err(n);
+            }
+        }
+        Ok(self.add_open(ino.0, h.fid))
+    }
+
+    /// CREATE with FILE_CREATE when O_EXCL, FILE_OVERWRITE_IF when
+    /// O_TRUNC, else FILE_OPEN_IF (MS-SMB2 2.2.13). The mode is not SMB's.
+    fn create(&mut self, parent: INodeNo, name: &OsStr, flags: i32) -> Result<(FileAttr, u64), Errno> {
+        let path = self.child(parent, name)?;
+        let disp = if flags & libc::O_EXCL != 0 {
+            disposition::CREATE
+        } else if flags & libc::O_TRUNC != 0 {
+            disposition::OVERWRITE_IF
+        } else {
+            disposition::OPEN_IF
+        };
+        let want = if flags & libc::O_ACCMODE == libc::O_RDONLY { access::READ } else { access::READ_WRITE };
+        let r = self.rt.block_on(self.share.create(&path, want, disp, options::NON_DIRECTORY_FILE, 0));
+        self.cache.changed(&path);
+        let h = r.map_err(|e| self.fail("create", &path, e))?;
+        let a = self.entry(&path, &h.info);
+        if disp != disposition::CREATE {
+            self.drop_windows(a.ino.0);
+        }
+        Ok((a, self.add_open(a.ino.0, h.fid)))
+    }
+
+    /// `size` bytes at `offset`: from the read-ahead window, or for a
+    /// sequential reader a new window of pipelined READs, else one READ.
+    fn read(&mut self, ino: INodeNo, fh: FileHandle, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        self.flush_ino(ino.0, None)?;
+        let path = self.inodes.path(ino.0).ok().map(str::to_string);
+        // The file's size bounds a window: READs past it fail, and one
+        // answered short stops the pipeline.
+        let eof = match &path {
+            Some(p) => self.cache.attr(p).map(|i| i.size),
+            None => None,
+        };
+        let o = self.opens.get_mut(&fh.0).ok_or(Errno::EBADF)?;
+        if let Some(d) = o.from_window(offset, size, eof) {
+            let d = d.to_vec();
+            o.next_read = offset + d.len() as u64;
+            return Ok(d);
+        }
+        let (fid, sequential) = (o.fid, offset.abs_diff(o.next_read) <= SEQUENTIAL_SLACK);
+        let path = path.unwrap_or_default();
+        if sequential && self.window > size as usize && !path.is_empty() {
+            let eof = self.stat(&path)?.size;
+            let len = eof.saturating_sub(offset).min(self.window as u64);
+            if len > u64::from(size) {
+                let mut buf = vec![0u8; len as usize];
+                let (chunk, depth) = (self.share.chunk, self.share.depth);
+                let r = self.rt.block_on(self.share.client().read_range(fid, offset, len, chunk, depth, |at, piece| {
+                    let start = (at - offset) as usize;
+                    let dst = buf.get_mut(start..start + piece.len()).ok_or_else(|| std::io::Error::other("READ data outside the window asked for"))?;
+                    dst.copy_from_slice(piece);
+                    Ok(())
+                }));
+                match r {
+                    Ok(()) => {
+                        let o = self.opens.get_mut(&fh.0).ok_or(Errno::EBADF)?;
+                        o.window_off = offset;
+                        o.window = buf;
+                        let d = o.window.get(..size as usize).unwrap_or(&o.window).to_vec();
+                        o.next_read = offset + d.len() as u64;
+                        return Ok(d);
+                    }
+                    // The file may have shrunk under us: one plain READ says.
+                    Err(e) => {
+                        let n = self.fail("read-ahead", &path, e);
+                        if n != Errno::EIO || self.share.client().core.in_flight() > 0 {
+                            return Err(n);
+                        }
+                        self.cache.changed(&path);
+                    }
+                }
+            }
+        }
+        match self.rt.block_on(self.share.read_at(fid, offset, size)) {
+            Ok(d) => {
+                if let Some(o) = self.opens.get_mut(&fh.0) {
+                    o.next_read = offset + d.len() as u64;
+                }
+                Ok(d)
+            }
+            Err(e) => Err(self.fail("read", &path, e)),
+        }
+    }
+
+    /// Gather `data` behind the handle's pending writes when it continues
+    /// them, else send those first.
+    fn write(&mut self, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        // Writes through other handles go first, so they land in order.
+        self.flush_ino(ino.0, Some(fh.0))?;
+        self.drop_windows(ino.0);
+        let o = self.opens.get(&fh.0).ok_or(Errno::EBADF)?;
+        if !o.wbuf.is_empty() && (offset != o.wbuf_off + o.wbuf.len() as u64 || o.wbuf.len() + data.len() > MAX_WRITE_BUFFER) {
+            self.flush_open(fh.0)?;
+        }
+        let o = self.opens.get_mut(&fh.0).ok_or(Errno::EBADF)?;
+        if o.wbuf.is_empty() {
+            o.wbuf_off = offset;
+            o.wbuf.reserve(data.len().max(KERNEL_IO as usize));
+        }
+        o.wbuf.extend_from_slice(data);
+        let full = o.wbuf.len() >= MAX_WRITE_BUFFER;
+        if let Ok(p) = self.inodes.path(ino.0) {
+            let p = p.to_string();
+            self.cache.changed(&p);
+        }
+        if full {
+            self.flush_open(fh.0)?;
+        }
+        u32::try_from(data.len()).map_err(|_| Errno::EINVAL)
+    }
+
+    /// FLUSH (MS-SMB2 2.2.17) after the pending writes.
+    fn fsync(&mut self, fh: FileHandle) -> Result<(), Errno> {
+        self.flush_open(fh.0)?;
+        let o = self.opens.get(&fh.0).ok_or(Errno::EBADF)?;
+        let (fid, ino) = (o.fid, o.ino);
+        let r = self.rt.block_on(self.share.flush(fid));
+        r.map_err(|e| {
+            let path = self.inodes.path(ino).unwrap_or_default().to_string();
+            self.fail("flush", &path, e)
+        })
+    }
+
+    /// The pending writes, then CLOSE (MS-SMB2 2.2.15).
+    fn release(&mut self, fh: FileHandle) -> Result<(), Errno> {
+        let flushed = self.flush_open(fh.0);
+        let o = self.opens.remove(&fh.0).ok_or(Errno::EBADF)?;
+        let path = self.inodes.path(o.ino).unwrap_or_default().to_string();
+        self.cache.changed(&path);
+        let closed = self.rt.block_on(self.share.close(o.fid));
+        flushed?;
+        closed.map_err(|e| self.fail("close", &path, e))
+    }
+
+    fn mkdir(&mut self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+        let path = self.child(parent, name)?;
+        let r = self.rt.block_on(self.share.mkdir(&path));
+        self.cache.changed(&path);
+        r.map_err(|e| self.fail("mkdir", &path, e))?;
+        let info = self.stat(&path)?;
+        Ok(self.entry(&path, &info))
+    }
+
+    /// Delete through FileDispositionInformation (MS-FSCC 2.4.11): the
+    /// name goes when the last handle to it closes.
+    fn remove(&mut self, parent: INodeNo, name: &OsStr, dir: bool) -> Result<(), Errno> {
+        let path = self.child(parent, name)?;
+        let r = if dir { self.rt.block_on(self.share.rmdir(&path)) } else { self.rt.block_on(self.share.remove(&path)) };
+        self.cache.changed(&path);
+        self.cache.dirs.remove(&path);
+        r.map_err(|e| self.fail(if dir { "rmdir" } else { "unlink" }, &path, e))?;
+        self.inodes.unlinked(&path);
+        Ok(())
+    }
+
+    /// FileRenameInformation (MS-FSCC 2.4.42.2) with ReplaceIfExists
+    /// unless RENAME_NOREPLACE; RENAME_EXCHANGE has no SMB counterpart.
+    fn rename(&mut self, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags) -> Result<(), Errno> {
+        if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
+            return Err(Errno::EINVAL);
+        }
+        let from = self.child(parent, name)?;
+        let to = self.child(newparent, newname)?;
+        for p in [&from, &to] {
+            if let Some(&ino) = self.inodes.by_path.get(p.as_str()) {
+                self.flush_ino(ino, None)?;
+            }
+        }
+        let replace = !flags.contains(RenameFlags::RENAME_NOREPLACE);
+        // The new name goes to the server as it is: `\`-separated.
+        let r = self.rt.block_on(self.share.rename(&from, &to.replace('/', "\\"), replace));
+        self.cache.clear();
+        r.map_err(|e| self.fail("rename", &from, e))?;
+        self.inodes.renamed(&from, &to);
+        Ok(())
+    }
+
+    /// FileFsFullSizeInformation (MS-FSCC 2.5.4) as statfs(2) sees it.
+    fn statfs(&mut self) -> Result<(u64, u64, u32), Errno> {
+        match self.rt.block_on(self.share.fs_size()) {
+            Ok(s) => {
+                let unit = u32::try_from(s.bytes_per_unit).unwrap_or(4096).max(1);
+                Ok((s.total_units, s.free_units, unit))
+            }
+            Err(e) => Err(self.fail("statfs", "", e)),
+        }
+    }
+
+    /// At unmount: send what is pending, close what is open, say goodbye.
+    fn shut_down(&mut self) {
+        let fhs: Vec<u64> = self.opens.keys().copied().collect();
+        for fh in fhs {
+            if let Err(e) = self.release(FileHandle(fh)) {
+                tracing::warn!("closing a file at unmount: {e:?}");
+            }
+        }
+        if let Some((ep, conn)) = &self.share.session.client.quic {
+            conn.close(quinn::VarInt::from_u32(0), b"unmounted");
+            let _ = self.rt.block_on(tokio::time::timeout(Duration::from_secs(1), ep.wait_idle()));
+        }
+    }
+}
+
+/// Each request answers with what its `Inner` method returned.
+impl Filesystem for SmbFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(KERNEL_IO);
+        let _ = config.set_max_readahead(KERNEL_IO);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.lock().shut_down();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.lock().lookup(parent, name) {
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.lock().inodes.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.lock().getattr(ino) {
+            Ok(a) => reply.attr(&self.ttl, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        match self.lock().setattr(ino, size, atime, mtime, fh) {
+            Ok(a) => reply.attr(&self.ttl, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+        match self.lock().mkdir(parent, name) {
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.lock().remove(parent, name, false) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.lock().remove(parent, name, true) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+        match self.lock().rename(parent, name, newparent, newname, flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.lock().open(ino, flags) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock_owner: Option<LockOwner>, reply: ReplyData) {
+        match self.lock().read(ino, fh, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], _write_flags: WriteFlags, _flags: OpenFlags, _lock_owner: Option<LockOwner>, reply: ReplyWrite) {
+        match self.lock().write(ino, fh, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        match self.lock().flush_open(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        match self.lock().release(fh) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.lock().fsync(fh) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.lock().opendir(ino) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let g = self.lock();
+        let Some(entries) = g.listings.get(&fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, e) in entries.iter().enumerate().skip(usize::try_from(offset).unwrap_or(usize::MAX)) {
+            if reply.add(INodeNo(e.ino), i as u64 + 1, e.kind, &e.name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.lock().listings.remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.lock().statfs() {
+            Ok((blocks, free, unit)) => reply.statfs(blocks, free, free, 0, 0, unit, 255, unit),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+        match self.lock().create(parent, name, flags) {
+            Ok((a, fh)) => reply.created(&self.ttl, &a, Generation(0), FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inodes_follow_renames_and_deletions() {
+        let mut i = Inodes::new();
+        let d = i.lookup("d");
+        let f = i.lookup("d/f");
+        let g = i.lookup("d/e/g");
+        assert_eq!(i.lookup("d"), d, "a path keeps its number");
+        i.renamed("d", "x");
+        assert_eq!((i.path(d), i.path(f), i.path(g)), (Ok("x"), Ok("x/f"), Ok("x/e/g")));
+        assert!(!i.by_path.contains_key("d/f"));
+        // Renaming over an existing name leaves the old one nameless.
+        let y = i.lookup("y");
+        i.renamed("x/f", "y");
+        assert_eq!(i.path(f), Ok("y"));
+        assert_eq!(i.path(y), Err(Errno::ENOENT));
+        i.unlinked("y");
+        assert_eq!(i.path(f), Err(Errno::ENOENT));
+        // Forgetting all lookups drops the number; the root stays.
+        i.forget(g, 1);
+        assert!(!i.nodes.contains_key(&g));
+        i.forget(INodeNo::ROOT.0, 5);
+        assert_eq!(i.path(INodeNo::ROOT.0), Ok(""));
+        assert!(i.lookup("new") > g, "numbers are not reused");
+    }
+
+    #[test]
+    fn window_serves_inside_and_up_to_the_end_of_file() {
+        let o = Open { ino: 2, fid: FileId::default(), wbuf_off: 0, wbuf: Vec::new(), window_off: 100, window: (0..50).collect(), next_read: 0 };
+        assert_eq!(o.from_window(110, 5, None), Some(&[10u8, 11, 12, 13, 14][..]));
+        assert_eq!(o.from_window(99, 5, None), None);
+        assert_eq!(o.from_window(140, 20, None), None, "past the window, end of file unknown");
+        assert_eq!(o.from_window(140, 20, Some(150)).map(<[u8]>::len), Some(10));
+        assert_eq!(o.from_window(150, 20, Some(150)).map(<[u8]>::len), Some(0));
+        assert_eq!(o.from_window(140, 20, Some(200)), None);
+    }
+
+    #[test]
+    fn statuses_map_to_errnos() {
+        let st = |s| errno(&ClientError::Status(smbq_wire::Command::CREATE, s));
+        assert_eq!(st(NtStatus::OBJECT_NAME_NOT_FOUND), Errno::ENOENT);
+        assert_eq!(st(NtStatus::OBJECT_PATH_NOT_FOUND), Errno::ENOENT);
+        assert_eq!(st(NtStatus::OBJECT_NAME_COLLISION), Errno::EEXIST);
+        assert_eq!(st(NtStatus::DIRECTORY_NOT_EMPTY), Errno::ENOTEMPTY);
+        assert_eq!(st(NtStatus::SHARING_VIOLATION), Errno::EBUSY);
+        assert_eq!(st(NtStatus::DISK_FULL), Errno::ENOSPC);
+        assert_eq!(st(NtStatus::INVALID_PARAMETER), Errno::EIO);
+        assert_eq!(errno(&ClientError::Protocol("x".into())), Errno::EIO);
+        assert_eq!(component(OsStr::new("a\\b")), Err(Errno::EINVAL));
+        assert_eq!((join("", "a"), join("a", "b"), parent("a/b/c"), parent("a")), ("a".into(), "a/b".into(), "a/b", ""));
+    }
+}

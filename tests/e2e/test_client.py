@@ -1,0 +1,222 @@
+"""`smbq` as a client (ls, get, put, rm, mkdir, rmdir, mv, cat, stat, shares)
+against Samba's smbd (TCP, encryption required) and against smbq over QUIC
+and over TCP.
+
+Each test runs on three targets: smbd-tcp, smbq-quic (certificate pinned by
+fingerprint) and smbq-tcp; the servers run on the defaults the e2e fixtures
+give them (encryption required, signing mandatory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import servers
+from conftest import QUICK
+from files import random_file, sha256_file
+
+TARGETS = ["smbd-tcp", "smbq-quic", "smbq-tcp"]
+
+
+class Peer:
+    """A server and the arguments our client needs to reach it."""
+
+    def __init__(self, srv: servers.Server, transport: str):
+        self.srv = srv
+        self.transport = transport
+        port = srv.quic_port if transport == "quic" else srv.port
+        self.base = f"smb://{srv.user}@{srv.host}:{port}/{srv.share}"
+        self.args = ["--transport", transport]
+        if transport == "quic":
+            self.args += ["--fingerprint", fingerprint(srv.workdir / "state" / "tls" / "cert.pem")]
+        self.env = dict(os.environ, SMBQ_PASSWORD=srv.password)
+        self.env.pop("SMBQ_USER", None)
+
+    def url(self, path: str = "") -> str:
+        return f"{self.base}/{path}" if path else self.base
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 600, extra: list[str] | None = None) -> subprocess.CompletedProcess:
+        cmd = [str(servers.smbq_bin()), argv[0], *self.args, *(extra or []), *argv[1:]]
+        r = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
+        # A password is never printed.
+        assert self.srv.password not in r.stdout + r.stderr
+        if check:
+            assert r.returncode == 0, f"{cmd} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+        return r
+
+
+def fingerprint(pem: Path) -> str:
+    import base64
+    body = "".join(l for l in pem.read_text().splitlines() if l and not l.startswith("-----"))
+    return hashlib.sha256(base64.b64decode(body)).hexdigest()
+
+
+@pytest.fixture(params=TARGETS)
+def peer(request, start_server) -> Peer:
+    kind, transport = request.param.split("-")
+    return Peer(start_server(kind, "enc"), transport)
+
+
+def test_every_command(peer: Peer, tmp_path: Path):
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"hello over smb\n" * 1000)
+    peer.run("mkdir", peer.url("dir"), peer.url("dir/sub"))
+    peer.run("put", str(small), peer.url("dir/"))
+    assert (peer.srv.share_dir / "dir" / "small.txt").read_bytes() == small.read_bytes()
+
+    listing = json.loads(peer.run("ls", "--json", peer.url("dir")).stdout)
+    assert {(e["name"], e["dir"], e["size"]) for e in listing} == {("small.txt", False, 15000), ("sub", True, 0)}
+    text = peer.run("ls", peer.url("dir")).stdout
+    assert "small.txt" in text and "sub/" in text
+    # Wildcards are matched by the server.
+    assert [e["name"] for e in json.loads(peer.run("ls", "--json", peer.url("dir/*.txt")).stdout)] == ["small.txt"]
+
+    st = json.loads(peer.run("stat", "--json", peer.url("dir/small.txt")).stdout)
+    assert st[0]["size"] == 15000 and not st[0]["dir"] and st[0]["modified"] > 0
+    assert peer.run("cat", peer.url("dir/small.txt")).stdout == small.read_text()
+
+    peer.run("mv", peer.url("dir/small.txt"), peer.url("dir/sub"))
+    assert (peer.srv.share_dir / "dir" / "sub" / "small.txt").exists()
+    peer.run("mv", peer.url("dir/sub/small.txt"), peer.url("dir/renamed.txt"))
+    got = tmp_path / "got.txt"
+    peer.run("get", peer.url("dir/renamed.txt"), str(got))
+    assert got.read_bytes() == small.read_bytes()
+
+    # Errors are clear and their exit codes meaningful.
+    r = peer.run("rmdir", peer.url("dir"), check=False)
+    assert r.returncode == 1 and "DIRECTORY_NOT_EMPTY" in r.stderr
+    r = peer.run("ls", peer.url("nothing-here"), check=False)
+    assert r.returncode == 3 and "NOT_FOUND" in r.stderr
+    r = peer.run("mkdir", peer.url("dir"), check=False)
+    assert r.returncode == 5 and "COLLISION" in r.stderr
+
+    peer.run("rm", peer.url("dir/renamed.txt"))
+    peer.run("rmdir", peer.url("dir/sub"), peer.url("dir"))
+    assert not (peer.srv.share_dir / "dir").exists()
+
+    shares = json.loads(peer.run("shares", "--json", peer.base.rsplit("/", 1)[0]).stdout)
+    names = {s["name"]: s["type"] for s in shares}
+    assert names.get(peer.srv.share) == "disk", shares
+    assert names.get("IPC$", "").startswith("ipc"), shares
+
+
+def test_get_and_put_large_file_byte_exact(peer: Peer, tmp_path: Path):
+    size = (64 << 20) if QUICK else (1 << 30)
+    src = tmp_path / "big.bin"
+    digest = random_file(src, size)
+    summary = json.loads(peer.run("put", "--json", str(src), peer.url("big.bin")).stdout)
+    assert summary["bytes"] == size and summary["transport"] == peer.transport.upper()
+    assert sha256_file(peer.srv.share_dir / "big.bin") == digest
+    src.unlink()
+    back = tmp_path / "back.bin"
+    summary = json.loads(peer.run("get", "--json", peer.url("big.bin"), str(back)).stdout)
+    assert summary["bytes"] == size
+    assert sha256_file(back) == digest
+
+
+def photo_sizes(n: int, seed: int = 1) -> list[int]:
+    """Sizes like the 001 paper's photos (S4 group 1): log-normal with mean
+    658 KB and sd 407 KB, within 177 KB and 1.72 MB."""
+    rng = random.Random(seed)
+    mean, sd = 658e3, 407e3
+    s2 = math.log(1 + (sd / mean) ** 2)
+    mu = math.log(mean) - s2 / 2
+    return [int(min(max(rng.lognormvariate(mu, math.sqrt(s2)), 177e3), 1.72e6)) for _ in range(n)]
+
+
+def test_recursive_put_and_get_of_the_photo_group(peer: Peer, tmp_path: Path):
+    src = tmp_path / "photos"
+    (src / "album" / "2026").mkdir(parents=True)
+    digests = {}
+    for i, size in enumerate(photo_sizes(100)):
+        rel = Path("album" if i % 3 else "album/2026") / f"img-{i:03}.jpg"
+        digests[rel] = random_file(src / rel, size)
+    summary = json.loads(peer.run("put", "-r", "--json", str(src), peer.url()).stdout)
+    assert summary["files"] == 100
+    for rel, d in digests.items():
+        assert sha256_file(peer.srv.share_dir / "photos" / rel) == d, rel
+    dst = tmp_path / "back"
+    dst.mkdir()
+    summary = json.loads(peer.run("get", "-r", "--json", peer.url("photos"), str(dst)).stdout)
+    assert summary["files"] == 100
+    for rel, d in digests.items():
+        assert sha256_file(dst / "photos" / rel) == d, rel
+
+
+def test_continue_resumes_partial_transfers(peer: Peer, tmp_path: Path):
+    src = tmp_path / "f.bin"
+    digest = random_file(src, 8 << 20)
+    remote = peer.srv.share_dir / "f.bin"
+    # A partial upload: the first 3 MiB are there.
+    with open(src, "rb") as f:
+        part = f.read(3 << 20)
+    peer.run("put", str(tmp_path / "f.bin"), peer.url("f.bin"))
+    os.truncate(remote, 3 << 20)
+    s = json.loads(peer.run("put", "--continue", "--json", str(src), peer.url("f.bin")).stdout)
+    assert s["skipped_bytes"] == len(part) and s["bytes"] == (8 << 20) - len(part)
+    assert sha256_file(remote) == digest
+    # A partial download.
+    local = tmp_path / "g.bin"
+    local.write_bytes(part[: 1 << 20])
+    s = json.loads(peer.run("get", "--continue", "--json", peer.url("f.bin"), str(local)).stdout)
+    assert s["skipped_bytes"] == 1 << 20
+    assert sha256_file(local) == digest
+
+
+def test_credentials_file_and_wrong_password(peer: Peer, tmp_path: Path):
+    creds = tmp_path / "creds"
+    creds.write_text(f"username = {peer.srv.user}\npassword = {peer.srv.password}\n")
+    creds.chmod(0o644)
+    url = peer.url().replace(f"{peer.srv.user}@", "")
+    env = {k: v for k, v in peer.env.items() if k != "SMBQ_PASSWORD"}
+    cmd = [str(servers.smbq_bin()), "ls", *peer.args, "-A", str(creds), url]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "chmod 600" in r.stderr
+    creds.chmod(0o600)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert peer.srv.password not in r.stdout + r.stderr
+    bad = dict(peer.env, SMBQ_PASSWORD="not-the-password")
+    r = subprocess.run([str(servers.smbq_bin()), "ls", *peer.args, peer.url()], env=bad, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 8 and "LOGON_FAILURE" in r.stderr, r.stderr
+    assert "not-the-password" not in r.stdout + r.stderr
+
+
+def test_certificate_checks(start_server, tmp_path: Path):
+    srv = start_server("smbq", "enc")
+    cert = srv.workdir / "state" / "tls" / "cert.pem"
+    env = dict(os.environ, SMBQ_PASSWORD=srv.password)
+    url = f"smb://{srv.user}@127.0.0.1:{srv.quic_port}/{srv.share}"
+
+    def ls(*trust: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(servers.smbq_bin()), "ls", "--transport", "quic", *trust, url], env=env, capture_output=True, text=True, timeout=60)
+
+    # Its own certificate as the CA, the name (127.0.0.1) checked.
+    assert ls("--ca-file", str(cert)).returncode == 0
+    assert ls("--fingerprint", fingerprint(cert).upper()).returncode == 0
+    # Not in the system's roots; another pin; another CA: refused, exit code 7.
+    for trust in ([], ["--fingerprint", "ab" * 32]):
+        r = ls(*trust)
+        assert r.returncode == 7 and "certificate" in r.stderr, r.stderr
+    other = start_server("smbq", "enc")
+    r = ls("--ca-file", str(other.workdir / "state" / "tls" / "cert.pem"))
+    assert r.returncode == 7, r.stderr
+    r = ls("--insecure")
+    assert r.returncode == 0 and "warning: --insecure" in r.stderr
+
+
+def test_auto_says_which_transport_it_used(start_server):
+    srv = start_server("smbq", "enc")
+    env = dict(os.environ, SMBQ_PASSWORD=srv.password)
+    # Nothing answers QUIC on the TCP port's number: auto falls back to TCP and says so.
+    r = subprocess.run([str(servers.smbq_bin()), "ls", "--transport", "auto", f"smb://{srv.user}@127.0.0.1:{srv.port}/{srv.share}"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "connected over TCP" in r.stderr, r.stderr
