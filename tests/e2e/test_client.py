@@ -220,3 +220,80 @@ def test_auto_says_which_transport_it_used(start_server):
     r = subprocess.run([str(servers.smbq_bin()), "ls", "--transport", "auto", f"smb://{srv.user}@127.0.0.1:{srv.port}/{srv.share}"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "connected over TCP" in r.stderr, r.stderr
+
+
+class CuttingProxy:
+    """Forwards TCP connections to `port`; the first one is cut (both
+    sockets closed, as a dead link or a NAT timeout would) once `cut_after`
+    bytes have gone through it in either direction. Later ones go through."""
+
+    def __init__(self, port: int, cut_after: int):
+        import socket
+        import threading
+        self.port, self.cut_after = port, cut_after
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listen_port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.cut = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            up = socket.create_connection(("127.0.0.1", self.port))
+            self.connections += 1
+            first = self.connections == 1
+            moved = [0]
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pump, args=(a, b, moved, first, (down, up)), daemon=True).start()
+
+    def _pump(self, src, dst, moved, first, both) -> None:
+        import socket
+        try:
+            while data := src.recv(1 << 16):
+                dst.sendall(data)
+                moved[0] += len(data)
+                if first and moved[0] >= self.cut_after and not self.cut.is_set():
+                    self.cut.set()
+                    for s in both:
+                        s.shutdown(socket.SHUT_RDWR)
+                        s.close()
+                    return
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.parametrize("kind", ["smbd", "smbq"])
+def test_reconnect_after_a_lost_connection_reclaims_the_durable_handle(kind: str, start_server, tmp_path: Path):
+    srv = start_server(kind, "enc")
+    env = dict(os.environ, SMBQ_PASSWORD=srv.password)
+    src = tmp_path / "f.bin"
+    size = 48 << 20
+    digest = random_file(src, size)
+    for direction in ("put", "get"):
+        proxy = CuttingProxy(srv.port, cut_after=16 << 20)
+        url = f"smb://{srv.user}@127.0.0.1:{proxy.listen_port}/{srv.share}/f.bin"
+        local = src if direction == "put" else tmp_path / "back.bin"
+        argv = [str(local), url] if direction == "put" else [url, str(local)]
+        try:
+            r = subprocess.run([str(servers.smbq_bin()), direction, "--transport", "tcp", *argv], env=env, capture_output=True, text=True, timeout=300)
+        finally:
+            proxy.close()
+        assert r.returncode == 0, r.stderr
+        assert proxy.cut.is_set() and proxy.connections >= 2
+        assert "reconnected and reclaimed its durable handle" in r.stderr, r.stderr
+        assert sha256_file(srv.share_dir / "f.bin" if direction == "put" else local) == digest

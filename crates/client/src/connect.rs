@@ -95,19 +95,20 @@ pub struct Session {
 /// Connect to `host` and log on. With `Auto`, only an unreachable or
 /// silent QUIC port makes it try TCP: a certificate that does not verify
 /// is an error, not a reason to fall back.
-pub async fn connect(host: &str, port: Option<u16>, o: &ConnectOptions) -> Result<Session, ClientError> {
+/// `client_guid`: the one of an earlier connection, to reclaim its durable opens.
+pub async fn connect(host: &str, port: Option<u16>, o: &ConnectOptions, client_guid: Option<[u8; 16]>) -> Result<Session, ClientError> {
     match o.transport {
-        Transport::Auto => match connect_on(host, port, Transport::Quic, o, o.quic_timeout).await {
+        Transport::Auto => match connect_on(host, port, Transport::Quic, o, o.quic_timeout, client_guid).await {
             Ok(s) => Ok(s),
             Err(e @ ClientError::Certificate(_)) => Err(e),
             Err(ClientError::Status(c, st)) => Err(ClientError::Status(c, st)),
-            Err(quic) => connect_on(host, port, Transport::Tcp, o, o.timeout).await.map_err(|tcp| ClientError::Unreachable(format!("QUIC: {quic}; TCP: {tcp}"))),
+            Err(quic) => connect_on(host, port, Transport::Tcp, o, o.timeout, client_guid).await.map_err(|tcp| ClientError::Unreachable(format!("QUIC: {quic}; TCP: {tcp}"))),
         },
-        t => connect_on(host, port, t, o, o.timeout).await,
+        t => connect_on(host, port, t, o, o.timeout, client_guid).await,
     }
 }
 
-async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOptions, connect_timeout: Duration) -> Result<Session, ClientError> {
+async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOptions, connect_timeout: Duration, client_guid: Option<[u8; 16]>) -> Result<Session, ClientError> {
     let port = port.unwrap_or(t.default_port());
     let addr = tokio::net::lookup_host((host, port))
         .await
@@ -123,6 +124,9 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
         }
         _ => tokio::time::timeout(connect_timeout, Client::connect_tcp(addr)).await.map_err(|_| late("connecting to"))??,
     };
+    if let Some(g) = client_guid {
+        client.core.client_guid = g;
+    }
     let logon = async {
         client.negotiate(t == Transport::Quic).await?;
         client.login_as(&o.user, &o.domain, &o.password).await?;

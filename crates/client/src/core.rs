@@ -36,6 +36,8 @@ pub struct Core {
     /// The largest READ and WRITE the server takes (NEGOTIATE), at most [`MAX_IO`].
     pub max_read: u32,
     pub max_write: u32,
+    /// Sent in NEGOTIATE; a durable open is reclaimed only by a connection with the same one (MS-SMB2 3.3.5.9.12).
+    pub client_guid: [u8; 16],
     /// Message ids of requests sent and not yet answered.
     outstanding: std::collections::HashSet<u64>,
 }
@@ -72,6 +74,7 @@ impl Core {
             credits: 1,
             max_read: 65536,
             max_write: 65536,
+            client_guid: rand::random(),
             outstanding: Default::default(),
         }
     }
@@ -270,7 +273,7 @@ impl Core {
             ctxs.push((ctx::TRANSPORT_CAPABILITIES, ACCEPT_TRANSPORT_LEVEL_SECURITY.to_le_bytes().to_vec()));
         }
         let mut m = vec![0u8; HEADER_LEN];
-        encode_request(&mut m, 0, &[Dialect::SMB300, Dialect::SMB302, Dialect::SMB311], security_mode::SIGNING_ENABLED, 0x44, rand::random(), &ctxs);
+        encode_request(&mut m, 0, &[Dialect::SMB300, Dialect::SMB302, Dialect::SMB311], security_mode::SIGNING_ENABLED, 0x44, self.client_guid, &ctxs);
         m.split_off(HEADER_LEN)
     }
 

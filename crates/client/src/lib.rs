@@ -39,6 +39,13 @@ pub enum ClientError {
     Usage(String),
 }
 
+impl ClientError {
+    /// The connection is gone (reset, closed, timed out): a reconnect may help.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, ClientError::Io(_) | ClientError::Quic(_))
+    }
+}
+
 /// Small enough that a large response bypasses it: tokio's BufReader reads
 /// straight into the caller's buffer when its own is empty and the read is
 /// at least this long, so READ data is copied once, not twice.
@@ -349,13 +356,13 @@ impl Client {
     /// Write `data` at offset 0 in `chunk`-byte WRITEs with up to `depth`
     /// requests outstanding (the fio iodepth of the benchmarks).
     pub async fn write_pipelined(&mut self, fid: FileId, data: &Bytes, chunk: usize, depth: usize) -> Result<(), ClientError> {
-        self.write_from(fid, 0, data.len() as u64, chunk, depth, |off, len| Ok(data.slice(off as usize..off as usize + len)), |_| {}).await
+        self.write_from(fid, 0, data.len() as u64, chunk, depth, |off, len| Ok(data.slice(off as usize..off as usize + len)), |_, _| {}).await
     }
 
     /// Write `size` bytes from `offset` in `chunk`-byte WRITEs with up to
     /// `depth` outstanding, as far as the credits the server granted allow
     /// (MS-SMB2 3.2.4.1.5); `source(offset, len)` gives each piece and
-    /// `progress` hears of each piece written.
+    /// `progress(offset, len)` hears of each piece written.
     ///
     /// When WRITEs are neither sealed nor signed (QUIC with transport
     /// capabilities), only their header and fixed part are encoded and the
@@ -369,7 +376,7 @@ impl Client {
         chunk: usize,
         depth: usize,
         mut source: impl FnMut(u64, usize) -> std::io::Result<Bytes>,
-        mut progress: impl FnMut(u64),
+        mut progress: impl FnMut(u64, u64),
     ) -> Result<(), ClientError> {
         let chunk = chunk.max(1) as u64;
         let n = size.div_ceil(chunk);
@@ -396,17 +403,17 @@ impl Client {
                     self.send_parts(head, c).await?;
                     id
                 };
-                lens.insert(id, len as u32);
+                lens.insert(id, (off, len as u32));
                 sent += 1;
             }
             let r = self.recv().await?;
             let h = check(&r, Command::WRITE)?;
             let written = smbq_wire::write::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))?;
-            let asked = lens.remove(&h.message_id).ok_or_else(|| ClientError::Protocol(format!("WRITE answer for message {} that is not outstanding", h.message_id)))?;
+            let (off, asked) = lens.remove(&h.message_id).ok_or_else(|| ClientError::Protocol(format!("WRITE answer for message {} that is not outstanding", h.message_id)))?;
             if written != asked {
                 return Err(ClientError::Protocol(format!("the server wrote {written} of {asked} bytes")));
             }
-            progress(u64::from(written));
+            progress(off, u64::from(written));
             done += 1;
         }
         Ok(())

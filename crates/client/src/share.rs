@@ -8,7 +8,7 @@ use crate::core::check;
 use crate::url::{to_smb_path, SmbUrl};
 use crate::{Client, ClientError};
 use bytes::Bytes;
-use smbq_wire::create::{disposition, options, CreateRequest, CreateResponse};
+use smbq_wire::create::{ctx_name, disposition, options, CreateContext, CreateRequest, CreateResponse};
 use smbq_wire::fscc::{attr, class, fs_class};
 use smbq_wire::header::HEADER_LEN;
 use smbq_wire::query_info::info_type;
@@ -98,14 +98,26 @@ pub struct FsSize {
     pub bytes_per_unit: u64,
 }
 
+/// What reclaims a durable open after a lost connection (MS-SMB2 3.2.4.3.5, 2.2.13.2.12).
+#[derive(Clone, Copy, Debug)]
+pub struct Durable {
+    pub fid: FileId,
+    pub create_guid: [u8; 16],
+}
+
 /// A logged-on connection with one share connected.
 pub struct Share {
     pub session: Session,
     pub url: SmbUrl,
+    /// How it connected (a reconnect connects the same way, with the same ClientGuid).
+    pub options: ConnectOptions,
     /// READ and WRITE size and how many may be outstanding at once.
     pub chunk: u32,
     pub depth: usize,
 }
+
+/// SMB2_OPLOCK_LEVEL_BATCH (MS-SMB2 2.2.13).
+const OPLOCK_BATCH: u8 = 0x09;
 
 /// Largest QUERY_DIRECTORY and QUERY_INFO answer asked for.
 const LIST_BUFFER: u32 = 64 * 1024;
@@ -116,10 +128,45 @@ impl Share {
         if url.share.is_empty() {
             return Err(ClientError::Usage(format!("{url} names no share")));
         }
-        let mut session = connect(&url.host, url.port, o).await?;
+        let mut session = connect(&url.host, url.port, o, None).await?;
         session.client.tree_connect(&url.unc()).await?;
         let chunk = (1u32 << 20).min(session.client.core.max_read).min(session.client.core.max_write);
-        Ok(Share { session, url: url.clone(), chunk, depth: 16 })
+        Ok(Share { session, url: url.clone(), options: o.clone(), chunk, depth: 16 })
+    }
+
+    /// Connect again after a lost connection: a new connection over the
+    /// same transport with the same ClientGuid, logon and tree connect.
+    pub async fn reconnect(&mut self) -> Result<(), ClientError> {
+        let mut o = self.options.clone();
+        o.transport = self.session.transport;
+        let guid = self.session.client.core.client_guid;
+        let mut session = connect(&self.url.host, self.url.port, &o, Some(guid)).await?;
+        session.client.tree_connect(&self.url.unc()).await?;
+        self.session = session;
+        Ok(())
+    }
+
+    /// CREATE asking for a durable handle (DH2Q with a batch oplock, which
+    /// servers require before they grant one: MS-SMB2 3.3.5.9.10); the
+    /// handle comes with what reclaims it when the server granted it.
+    pub async fn create_durable(&mut self, path: &str, desired_access: u32, disp: u32, create_options: u32) -> Result<(Handle, Option<Durable>), ClientError> {
+        let create_guid: [u8; 16] = rand::random();
+        let mut dh2q = [0u8; 32];
+        dh2q[16..].copy_from_slice(&create_guid);
+        let body = create_body(path, desired_access, disp, create_options, 0, OPLOCK_BATCH, &[(ctx_name::DURABLE_REQUEST_V2, &dh2q)]);
+        let (h, granted) = self.create_with(path, body).await?;
+        let durable = granted.contains(&ctx_name::DURABLE_REQUEST_V2.to_vec()).then_some(Durable { fid: h.fid, create_guid });
+        Ok((h, durable))
+    }
+
+    /// Reclaim a durable open on this (new) connection (DH2C, MS-SMB2 3.2.4.3.5).
+    pub async fn reclaim(&mut self, path: &str, d: Durable) -> Result<Handle, ClientError> {
+        let mut dh2c = Vec::with_capacity(36);
+        d.fid.encode(&mut dh2c);
+        dh2c.extend_from_slice(&d.create_guid);
+        dh2c.u32(0);
+        let body = create_body(path, 0, disposition::OPEN, 0, 0, OPLOCK_BATCH, &[(ctx_name::DURABLE_RECONNECT_V2, &dh2c)]);
+        self.create_with(path, body).await.map(|(h, _)| h)
     }
 
     pub fn client(&mut self) -> &mut Client {
@@ -132,12 +179,18 @@ impl Share {
 
     /// CREATE (MS-SMB2 3.2.4.3) with the access, disposition and options given.
     pub async fn create(&mut self, path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32) -> Result<Handle, ClientError> {
-        let body = create_body(path, desired_access, disp, create_options, file_attributes);
+        let body = create_body(path, desired_access, disp, create_options, file_attributes, 0, &[]);
+        self.create_with(path, body).await.map(|(h, _)| h)
+    }
+
+    /// Send a CREATE body; returns the handle and the names of the create
+    /// contexts the server answered.
+    async fn create_with(&mut self, path: &str, body: Vec<u8>) -> Result<(Handle, Vec<Vec<u8>>), ClientError> {
         let (_, r) = self.client().call(Command::CREATE, 1, &body).await?;
-        let (resp, _) = CreateResponse::decode(&r).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
+        let (resp, answered) = CreateResponse::decode(&r).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
         let mut info = FileInfo::from_create(&resp);
-        info.name = path.rsplit('\\').next().unwrap_or("").to_string();
-        Ok(Handle { fid: resp.file_id, info })
+        info.name = path.rsplit(['\\', '/']).next().unwrap_or("").to_string();
+        Ok((Handle { fid: resp.file_id, info }, answered.iter().map(|c| c.name.to_vec()).collect()))
     }
 
     /// Open an existing file or directory to read it.
@@ -154,7 +207,7 @@ impl Share {
     /// Metadata of `path` in one round trip: CREATE, QUERY_INFO
     /// (FileAllInformation) and CLOSE as a compound (MS-SMB2 3.2.4.1.4).
     pub async fn stat(&mut self, path: &str) -> Result<FileInfo, ClientError> {
-        let create = create_body(path, access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0);
+        let create = create_body(path, access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0, 0, &[]);
         let mut query = Vec::new();
         smbq_wire::query_info::QueryInfoRequest { info_type: info_type::FILE, class: class::ALL, output_buffer_length: 4096, file_id: FileId::RELATED, ..Default::default() }.encode(&mut query);
         let mut close = Vec::new();
@@ -342,7 +395,7 @@ impl Share {
     /// Write all of `data` at `offset`, pipelined.
     pub async fn write_at(&mut self, fid: FileId, offset: u64, data: Bytes) -> Result<(), ClientError> {
         let (chunk, depth) = (self.client().core.max_write.min(self.chunk) as usize, self.depth);
-        self.client().write_from(fid, offset, data.len() as u64, chunk, depth, |o, l| Ok(data.slice((o - offset) as usize..(o - offset) as usize + l)), |_| {}).await
+        self.client().write_from(fid, offset, data.len() as u64, chunk, depth, |o, l| Ok(data.slice((o - offset) as usize..(o - offset) as usize + l)), |_, _| {}).await
     }
 }
 
@@ -375,9 +428,9 @@ pub async fn list_shares(host: &str, port: Option<u16>, o: &ConnectOptions) -> R
 }
 
 /// A CREATE request body.
-fn create_body(path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32) -> Vec<u8> {
+fn create_body(path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])]) -> Vec<u8> {
     let req = CreateRequest {
-        oplock_level: 0,
+        oplock_level,
         impersonation_level: 2,
         desired_access,
         file_attributes,
@@ -385,7 +438,7 @@ fn create_body(path: &str, desired_access: u32, disp: u32, create_options: u32, 
         disposition: disp,
         options: create_options,
         name: to_smb_path(&path.replace('\\', "/")),
-        contexts: Vec::new(),
+        contexts: contexts.iter().map(|(name, data)| CreateContext { name, data }).collect(),
     };
     let mut b = vec![0u8; HEADER_LEN];
     req.encode(&mut b, 0);

@@ -9,11 +9,11 @@ use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use smbq_client::connect::ConnectOptions;
-use smbq_client::share::{access, Share};
+use smbq_client::share::{access, Durable, Share};
 use smbq_client::url::SmbUrl;
 use smbq_client::ClientError;
 use smbq_wire::create::{disposition, options};
-use smbq_wire::NtStatus;
+use smbq_wire::{FileId, NtStatus};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -183,30 +183,110 @@ async fn walk_remote(s: &mut Share, dir: &str, local: &Path, jobs: &mut Vec<Job>
 async fn get_one(mut s: Share, j: Job, pb: ProgressBar, resume: bool) -> (Share, anyhow::Result<u64>) {
     let r = async {
         pb.set_message(j.remote.clone());
-        let h = s.open_read(&j.remote).await?;
+        let (h, durable) = s.create_durable(&j.remote, access::READ, disposition::OPEN, options::NON_DIRECTORY_FILE).await?;
         let mut opts = std::fs::OpenOptions::new();
         opts.write(true).create(true);
         let f = opts.open(&j.local).with_context(|| format!("opening {}", j.local.display()))?;
         let have = f.metadata()?.len();
         let start = if resume && have <= h.info.size { have } else { 0 };
         f.set_len(start)?;
-        pb.inc(start);
-        let (chunk, depth) = (s.chunk, s.depth);
-        let r = s.client().read_range(h.fid, start, h.info.size - start, chunk, depth, |off, piece| {
-            f.write_all_at(piece, off)?;
-            pb.inc(piece.len() as u64);
-            Ok(())
-        });
-        let r = r.await;
-        let closed = s.close(h.fid).await;
-        r?;
-        closed?;
+        let mut done = Ranges::new(start, &pb);
+        let mut fid = h.fid;
+        for attempt in 0.. {
+            let (from, chunk, depth) = (done.prefix, s.chunk, s.depth);
+            let r = s.client().read_range(fid, from, h.info.size - from, chunk, depth, |off, piece| {
+                f.write_all_at(piece, off)?;
+                done.add(off, piece.len() as u64);
+                Ok(())
+            });
+            match r.await {
+                Ok(()) => break,
+                Err(e) if e.is_connection_lost() && attempt < MAX_RECONNECTS => {
+                    done.rewind();
+                    fid = recover(&mut s, &j.remote, durable, &e, &pb, access::READ).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        s.close(fid).await?;
         // Keep the server's modification time, as scp -p and rsync -t do.
         f.set_modified(smbq_client::share::system_time(h.info.written)).ok();
         Ok(start)
     }
     .await;
     (s, r)
+}
+
+/// How often one file's transfer reconnects before it gives up.
+const MAX_RECONNECTS: u32 = 5;
+
+/// After a lost connection: connect again, then reclaim the durable
+/// handle (MS-SMB2 3.2.4.3.5) or, when the server granted none or lost
+/// it, open the file again by name. Returns the file's id.
+async fn recover(s: &mut Share, remote: &str, durable: Option<Durable>, e: &ClientError, pb: &ProgressBar, desired: u32) -> anyhow::Result<FileId> {
+    let mut last = None;
+    for wait_ms in [0u64, 250, 1000, 2000] {
+        tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+        match s.reconnect().await {
+            Ok(()) => {
+                last = None;
+                break;
+            }
+            Err(err) => last = Some(err),
+        }
+    }
+    if let Some(err) = last {
+        return Err(anyhow::Error::new(err).context(format!("reconnecting after: {e}")));
+    }
+    let reclaimed = match durable {
+        Some(d) => s.reclaim(remote, d).await.ok(),
+        None => None,
+    };
+    let (fid, how) = match reclaimed {
+        Some(h) => (h.fid, "reclaimed its durable handle"),
+        None => (s.create(remote, desired, disposition::OPEN, options::NON_DIRECTORY_FILE, 0).await?.fid, "reopened it by name"),
+    };
+    pb.suspend(|| eprintln!("{remote}: connection lost ({e}); reconnected and {how}"));
+    Ok(fid)
+}
+
+/// Which bytes of a file are done: the contiguous prefix and, past it,
+/// the ranges done out of order (READ and WRITE answers come in any order).
+/// Feeds the progress bar with bytes done for the first time.
+struct Ranges<'a> {
+    prefix: u64,
+    ahead: std::collections::BTreeMap<u64, u64>,
+    pb: &'a ProgressBar,
+}
+
+impl<'a> Ranges<'a> {
+    fn new(start: u64, pb: &'a ProgressBar) -> Ranges<'a> {
+        pb.inc(start);
+        Ranges { prefix: start, ahead: Default::default(), pb }
+    }
+
+    fn add(&mut self, off: u64, len: u64) {
+        self.pb.inc(len);
+        if off <= self.prefix {
+            self.prefix = self.prefix.max(off + len);
+        } else {
+            self.ahead.insert(off, off + len);
+        }
+        while let Some((&start, &end)) = self.ahead.first_key_value() {
+            if start > self.prefix {
+                break;
+            }
+            self.prefix = self.prefix.max(end);
+            self.ahead.remove(&start);
+        }
+    }
+
+    /// Forget what is done past the prefix: it will be moved again.
+    fn rewind(&mut self) {
+        let lost: u64 = self.ahead.iter().map(|(s, e)| e - s).sum();
+        self.pb.set_position(self.pb.position().saturating_sub(lost));
+        self.ahead.clear();
+    }
 }
 
 pub async fn put(a: PutArgs) -> anyhow::Result<()> {
@@ -263,26 +343,33 @@ async fn put_one(mut s: Share, j: Job, pb: ProgressBar, resume: bool) -> (Share,
         pb.set_message(j.remote.clone());
         let f = std::fs::File::open(&j.local).with_context(|| format!("{}", j.local.display()))?;
         let disp = if resume { disposition::OPEN_IF } else { disposition::OVERWRITE_IF };
-        let h = s.create(&j.remote, access::READ_WRITE, disp, options::NON_DIRECTORY_FILE, 0).await?;
+        let (h, durable) = s.create_durable(&j.remote, access::READ_WRITE, disp, options::NON_DIRECTORY_FILE).await?;
         let start = if resume && h.info.size <= j.size { h.info.size } else { 0 };
         if start != h.info.size {
             s.set_size(h.fid, start).await?;
         }
-        pb.inc(start);
-        let (chunk, depth) = (s.chunk as usize, s.depth);
+        let mut done = Ranges::new(start, &pb);
+        let mut fid = h.fid;
         let source = |off: u64, len: usize| {
             let mut b = vec![0u8; len];
             f.read_exact_at(&mut b, off)?;
             Ok(Bytes::from(b))
         };
-        let r = s.client().write_from(h.fid, start, j.size - start, chunk, depth, source, |n| pb.inc(n)).await;
-        let mtime = f.metadata().and_then(|m| m.modified()).ok();
-        if let (Ok(()), Some(t)) = (&r, mtime) {
-            s.set_basic(h.fid, 0, 0, smbq_client::share::filetime(t), 0).await.ok();
+        for attempt in 0.. {
+            let (from, chunk, depth) = (done.prefix, s.chunk as usize, s.depth);
+            match s.client().write_from(fid, from, j.size - from, chunk, depth, source, |off, n| done.add(off, n)).await {
+                Ok(()) => break,
+                Err(e) if e.is_connection_lost() && attempt < MAX_RECONNECTS => {
+                    done.rewind();
+                    fid = recover(&mut s, &j.remote, durable, &e, &pb, access::READ_WRITE).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        let closed = s.close(h.fid).await;
-        r?;
-        closed?;
+        if let Ok(t) = f.metadata().and_then(|m| m.modified()) {
+            s.set_basic(fid, 0, 0, smbq_client::share::filetime(t), 0).await.ok();
+        }
+        s.close(fid).await?;
         Ok(start)
     }
     .await;
