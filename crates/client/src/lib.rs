@@ -71,6 +71,9 @@ pub struct Client {
     pub quic: Option<(quinn::Endpoint, quinn::Connection)>,
     /// Messages of a compound response not yet returned, and whether they came sealed.
     chained: std::collections::VecDeque<(Vec<u8>, bool)>,
+    /// Why a response frame could not be read: the answers it carried are
+    /// lost, so later receives fail at once instead of waiting for them.
+    broken: Option<String>,
 }
 
 /// How to reach a server over QUIC.
@@ -106,7 +109,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default() })
+        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None })
     }
 
     /// The TCP socket's descriptor, when on TCP (to read its TCP_INFO).
@@ -127,7 +130,7 @@ impl Client {
             e => ClientError::Quic(e.to_string()),
         })?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default() })
+        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None })
     }
 
     /// One message, framed (MS-SMB2 2.1).
@@ -165,17 +168,20 @@ impl Client {
     /// flight, credits, signature); the messages of a compound response
     /// come one by one.
     async fn recv_parts(&mut self) -> Result<(Vec<u8>, Vec<Bytes>), ClientError> {
+        if let Some(why) = &self.broken {
+            return Err(ClientError::Protocol(format!("an earlier response was unreadable: {why}")));
+        }
         loop {
             let (m, tail, sealed, fresh) = match self.chained.pop_front() {
                 Some((m, sealed)) => (m, Vec::new(), sealed, false),
                 None => {
-                    let (m, tail, sealed) = self.next_frame().await?;
+                    let (m, tail, sealed) = self.next_frame().await.map_err(|e| self.unreadable(e))?;
                     (m, tail, sealed, true)
                 }
             };
-            let h = Header::decode(&m).map_err(|e| ClientError::Protocol(format!("bad response header: {e}")))?;
+            let h = Header::decode(&m).map_err(|e| self.unreadable(ClientError::Protocol(format!("bad response header: {e}"))))?;
             let (m, tail) = if fresh && h.next_command != 0 {
-                let mut chain = split_chain(framing::gather(m, &tail))?.into_iter();
+                let mut chain = split_chain(framing::gather(m, &tail)).map_err(|e| self.unreadable(e))?.into_iter();
                 let first = chain.next().unwrap_or_default();
                 for next in chain {
                     self.chained.push_back((next, sealed));
@@ -196,18 +202,30 @@ impl Client {
         }
     }
 
+    /// Note that a frame could not be read (not an I/O error: those recur by themselves).
+    fn unreadable(&mut self, e: ClientError) -> ClientError {
+        if let ClientError::Protocol(why) = &e {
+            self.broken = Some(why.clone());
+        }
+        e
+    }
+
     /// The next frame off the transport, unsealed: (message, rest of a
     /// large unsealed QUIC message, whether it was sealed).
     async fn next_frame(&mut self) -> Result<(Vec<u8>, Vec<Bytes>, bool), ClientError> {
         let eof = || ClientError::Io(std::io::ErrorKind::UnexpectedEof.into());
         let frame_len = |p| framing::frame_len(p, framing::MAX_FRAME).map_err(|e| ClientError::Protocol(format!("{e:?}")));
+        // Room at once for the largest answer this client asks for (a READ
+        // and its headers); a longer frame grows as its bytes arrive, so a
+        // length prefix alone (up to 16 MiB) allocates no more than that.
+        let room = self.core.max_read as usize + 64 * 1024;
         let (m, tail) = match &mut self.rd {
             Reader::Tcp(rd) => {
                 let mut p = [0u8; 4];
                 rd.read_exact(&mut p).await?;
                 let len = frame_len(p)?;
                 // read_to_end on a Take fills spare capacity: no zeroing pass.
-                let mut m = Vec::with_capacity(len);
+                let mut m = Vec::with_capacity(len.min(room));
                 rd.take(len as u64).read_to_end(&mut m).await?;
                 if m.len() != len {
                     return Err(eof());
@@ -229,6 +247,8 @@ impl Client {
 
     /// One request, one checked response.
     pub async fn call(&mut self, command: Command, charge: u16, body: &[u8]) -> Result<(Header, Vec<u8>), ClientError> {
+        // An error when short of credits with nothing in flight to bring more.
+        self.core.may_send(charge)?;
         let (_, m) = self.core.request(command, charge, body);
         self.exchange(command, m).await
     }
@@ -260,6 +280,7 @@ impl Client {
         loop {
             let mut b = vec![0u8; HEADER_LEN];
             smbq_wire::session_setup::encode_request(&mut b, 0, 1, &token);
+            self.core.may_send(1)?;
             let (_, m) = self.core.request(Command::SESSION_SETUP, 1, &b[HEADER_LEN..]);
             let mut hash = self.core.preauth();
             hash.update(&m);
@@ -328,6 +349,7 @@ impl Client {
 
     pub async fn write(&mut self, fid: FileId, offset: u64, data: &[u8]) -> Result<u32, ClientError> {
         let req = smbq_wire::write::WriteRequest { offset, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data };
+        self.core.may_send(charge(data.len()))?;
         let (_, m) = self.core.request_with(Command::WRITE, charge(data.len()), write_body_len(data), |b| req.encode(b));
         let (_, r) = self.exchange(Command::WRITE, m).await?;
         smbq_wire::write::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))
