@@ -67,6 +67,8 @@ pub struct ConnectOptions {
     pub timeout: Duration,
     /// Seal every request, even where the server does not ask for it (never on top of QUIC).
     pub encrypt: bool,
+    /// A server silent this long with requests in flight counts as gone (then a transfer reconnects).
+    pub response_timeout: Duration,
 }
 
 impl Default for ConnectOptions {
@@ -80,6 +82,7 @@ impl Default for ConnectOptions {
             quic_timeout: Duration::from_secs(2),
             timeout: Duration::from_secs(20),
             encrypt: false,
+            response_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -136,6 +139,7 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
         Ok::<_, ClientError>(())
     };
     tokio::time::timeout(o.timeout, logon).await.map_err(|_| late("logging on to"))??;
+    client.response_timeout = Some(o.response_timeout);
     Ok(Session { client, transport: t, addr })
 }
 

@@ -289,6 +289,9 @@ impl Core {
         r.skip(2).map_err(bad)?;
         self.server_requires_signing = r.u16().map_err(bad)? & security_mode::SIGNING_REQUIRED != 0;
         self.dialect = Dialect(r.u16().map_err(bad)?);
+        if ![Dialect::SMB300, Dialect::SMB302, Dialect::SMB311].contains(&self.dialect) {
+            return Err(ClientError::Protocol(format!("the server chose dialect {:#06x}, which this client did not offer", self.dialect.0)));
+        }
         let ctx_count = r.u16().map_err(bad)? as usize;
         r.skip(16).map_err(bad)?;
         let caps = r.u32().map_err(bad)?;

@@ -69,6 +69,9 @@ pub struct Client {
     wr: Writer,
     /// The QUIC endpoint and connection, when on QUIC.
     pub quic: Option<(quinn::Endpoint, quinn::Connection)>,
+    /// How long to wait for the next response frame while requests are in
+    /// flight before the connection counts as lost (none: for ever).
+    pub response_timeout: Option<std::time::Duration>,
     /// Messages of a compound response not yet returned, and whether they came sealed.
     chained: std::collections::VecDeque<(Vec<u8>, bool)>,
     /// Why a response frame could not be read: the answers it carried are
@@ -109,7 +112,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None })
+        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None, response_timeout: None })
     }
 
     /// The TCP socket's descriptor, when on TCP (to read its TCP_INFO).
@@ -130,7 +133,7 @@ impl Client {
             e => ClientError::Quic(e.to_string()),
         })?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None })
+        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None, response_timeout: None })
     }
 
     /// One message, framed (MS-SMB2 2.1).
@@ -175,7 +178,11 @@ impl Client {
             let (m, tail, sealed, fresh) = match self.chained.pop_front() {
                 Some((m, sealed)) => (m, Vec::new(), sealed, false),
                 None => {
-                    let (m, tail, sealed) = self.next_frame().await.map_err(|e| self.unreadable(e))?;
+                    let frame = match self.response_timeout {
+                        Some(t) => tokio::time::timeout(t, self.next_frame()).await.map_err(|_| ClientError::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer from the server in {} s", t.as_secs()))))?,
+                        None => self.next_frame().await,
+                    };
+                    let (m, tail, sealed) = frame.map_err(|e| self.unreadable(e))?;
                     (m, tail, sealed, true)
                 }
             };

@@ -119,6 +119,10 @@ pub struct Share {
 /// SMB2_OPLOCK_LEVEL_BATCH (MS-SMB2 2.2.13).
 const OPLOCK_BATCH: u8 = 0x09;
 
+/// The most entries one listing may have (a server that never says
+/// STATUS_NO_MORE_FILES does not grow memory for ever).
+const MAX_ENTRIES: usize = 10_000_000;
+
 /// Largest QUERY_DIRECTORY and QUERY_INFO answer asked for.
 const LIST_BUFFER: u32 = 64 * 1024;
 
@@ -213,6 +217,9 @@ impl Share {
         let mut close = Vec::new();
         smbq_wire::close::CloseRequest { flags: 0, file_id: FileId::RELATED }.encode(&mut close);
         let c = self.client();
+        if !c.core.may_send(3)? {
+            return Err(ClientError::Protocol("not enough credits for a compound of 3 with nothing in flight".into()));
+        }
         let m = c.core.compound(&[(Command::CREATE, create), (Command::QUERY_INFO, query), (Command::CLOSE, close)]);
         c.send(m).await?;
         let created = c.recv().await;
@@ -271,6 +278,9 @@ impl Share {
                         break;
                     }
                     decode_id_both_entries(buf, &mut out)?;
+                    if out.len() > MAX_ENTRIES {
+                        return Err(ClientError::Protocol(format!("the server listed more than {MAX_ENTRIES} entries in one directory")));
+                    }
                 }
                 Err(ClientError::Status(_, st)) if st == NtStatus::NO_MORE_FILES || (st == NtStatus::NO_SUCH_FILE && out.is_empty()) => break,
                 Err(e) => return Err(e),

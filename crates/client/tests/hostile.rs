@@ -295,6 +295,32 @@ async fn negotiate_answered_with(body: Vec<u8>) -> ClientError {
     e
 }
 
+// ---- A dialect never offered, a server that says nothing -------------------
+
+#[tokio::test]
+async fn dialect_never_offered() {
+    let mut b = negotiate_body();
+    // DialectRevision follows StructureSize and SecurityMode: SMB 2.0.2 (0x0202).
+    b[4..6].copy_from_slice(&0x0202u16.to_le_bytes());
+    protocol(&bounded(negotiate_answered_with(b)).await, "did not offer");
+}
+
+#[tokio::test]
+async fn server_that_stops_answering() {
+    let (mut c, task) = fake(|mut p| async move {
+        p.negotiate(64).await;
+        let _ = p.one(Command::ECHO).await;
+        p.hold().await;
+    })
+    .await;
+    c.negotiate(false).await.unwrap();
+    c.response_timeout = Some(Duration::from_millis(200));
+    let e = bounded(c.echo()).await.expect_err("the ECHO times out");
+    assert!(matches!(&e, ClientError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut), "{e:?}");
+    assert!(e.is_connection_lost(), "a transfer reconnects after it");
+    done(c, task).await;
+}
+
 // ---- Truncated responses -------------------------------------------------
 
 #[tokio::test]
