@@ -82,6 +82,7 @@ pub fn run(share: Share, rt: Runtime, dir: &Path, opts: MountOptions) -> anyhow:
     config.mount_options = vec![MountOption::FSName(fsname.clone()), MountOption::Subtype("smbq".into()), MountOption::NoDev, MountOption::NoSuid, MountOption::RW];
     config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     let fs = SmbFs::new(share, rt.clone(), opts.attr_ttl);
+    let state = fs.inner.clone();
     let session = fuser::spawn_mount(fs, dir, &config).with_context(|| format!("mounting {fsname} on {}", dir.display()))?;
     tracing::info!(dir = %dir.display(), "mounted {fsname}");
     if let Some(ready) = opts.foreground_ready {
@@ -110,6 +111,9 @@ pub fn run(share: Share, rt: Runtime, dir: &Path, opts: MountOptions) -> anyhow:
             if let Err(e) = session.umount_and_join() {
                 tracing::warn!(dir = %dir.display(), "unmount: {e}; detaching it lazily");
                 lazy_unmount(dir);
+                // Whoever still has files open loses them now: send what
+                // they wrote before we exit.
+                state.lock().unwrap_or_else(|p| p.into_inner()).shut_down();
             }
         }
     }
@@ -362,7 +366,7 @@ struct Inner {
 
 /// The `fuser` filesystem: [`Inner`] behind a mutex.
 struct SmbFs {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
     ttl: Duration,
 }
 
@@ -383,7 +387,7 @@ impl SmbFs {
             next_fh: 1,
             window,
         };
-        SmbFs { inner: Mutex::new(inner), ttl }
+        SmbFs { inner: Arc::new(Mutex::new(inner)), ttl }
     }
 
     /// The state; a panic in another request does not make it unusable.
@@ -423,12 +427,15 @@ impl Inner {
         }
         if self.share.client().core.in_flight() > 0 {
             let share = &mut self.share;
-            let drained = self.rt.block_on(tokio::time::timeout(DRAIN_TIMEOUT, async {
-                while share.client().core.in_flight() > 0 {
-                    share.client().recv().await?;
-                }
-                Ok::<_, ClientError>(())
-            }));
+            let drained = self.rt.block_on(async {
+                tokio::time::timeout(DRAIN_TIMEOUT, async {
+                    while share.client().core.in_flight() > 0 {
+                        share.client().recv().await?;
+                    }
+                    Ok::<_, ClientError>(())
+                })
+                .await
+            });
             match drained {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::error!("after {what}: reading the answers still outstanding: {e}"),
@@ -844,7 +851,7 @@ impl Inner {
         }
         if let Some((ep, conn)) = &self.share.session.client.quic {
             conn.close(quinn::VarInt::from_u32(0), b"unmounted");
-            let _ = self.rt.block_on(tokio::time::timeout(Duration::from_secs(1), ep.wait_idle()));
+            let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(1), ep.wait_idle()).await });
         }
     }
 }
@@ -996,6 +1003,34 @@ impl Filesystem for SmbFs {
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
         self.lock().listings.remove(&fh.0);
         reply.ok();
+    }
+
+    /// The server checks access when a file is opened; ENOSYS tells the
+    /// kernel to stop asking (access(2) then succeeds).
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// No extended attributes: ENOSYS tells the kernel not to ask again.
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// No ioctls (isatty(3) asks TCGETS of every file it is given).
+    fn ioctl(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: fuser::IoctlFlags, _cmd: u32, _in_data: &[u8], _out_size: u32, reply: fuser::ReplyIoctl) {
+        reply.error(Errno::from_i32(libc::ENOTTY));
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
