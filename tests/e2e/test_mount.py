@@ -209,13 +209,15 @@ def test_git(mounted):
     m.unmount()
 
 
-def test_fio_verifies(mounted):
+def test_fio_verifies(mounted, tmp_path):
     if shutil.which("fio") is None:
         pytest.skip("fio is not installed")
     m, _server = mounted
+    # No verify state file left in the working directory.
     out = run(["fio", "--name=t", f"--directory={m.dir}", "--rw=randrw", "--bs=64k", "--size=16m",
-               "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--fallocate=none",
-               "--end_fsync=1", "--runtime=30", "--output-format=terse", "--terse-version=3"], timeout=300)
+               "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--verify_state_save=0",
+               "--fallocate=none", "--end_fsync=1", "--runtime=30", "--output-format=terse",
+               "--terse-version=3"], cwd=tmp_path, timeout=300)
     fields = out.strip().splitlines()[-1].split(";")
     assert fields[4] == "0", f"fio reported error {fields[4]}:\n{out}"
     m.unmount()
