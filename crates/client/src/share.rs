@@ -467,7 +467,7 @@ fn info_buffer(r: &[u8]) -> Result<&[u8], ClientError> {
 
 /// FileIdBothDirectoryInformation entries (MS-FSCC 2.4.17), each bounded
 /// by the buffer; appended to `out`.
-fn decode_id_both_entries(buf: &[u8], out: &mut Vec<FileInfo>) -> Result<(), ClientError> {
+pub fn decode_id_both_entries(buf: &[u8], out: &mut Vec<FileInfo>) -> Result<(), ClientError> {
     let bad = |why: &str| ClientError::Protocol(format!("bad directory entry: {why}"));
     let mut pos = 0usize;
     loop {
