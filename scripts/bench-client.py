@@ -76,8 +76,10 @@ def main() -> None:
             else:
                 raise SystemExit(f"smbq mount did not mount: {mount.stderr.read() if mount.poll() is not None else ''}")
         remote = srv.share_dir / "f.bin"
-        for rep in range(a.reps):
-            print(f"rep {rep + 1}/{a.reps}", file=sys.stderr)
+        # A first round that is not counted: the first transfers of a fresh
+        # smbd (and of a new file in /dev/shm) are slower than the rest.
+        for rep in range(-1, a.reps):
+            print(f"rep {rep + 1}/{a.reps}" if rep >= 0 else "warm-up round", file=sys.stderr)
             steps = [
                 ("smbq put", [smbq, "put", "--transport", "tcp", str(src), f"{url}/f.bin"], remote),
                 ("smbq get", [smbq, "get", "--transport", "tcp", f"{url}/f.bin", str(back)], back),
@@ -96,7 +98,9 @@ def main() -> None:
                     shutil.copyfile(src, remote)
                 if not reads and remote.exists():
                     remote.unlink()
-                rows.setdefault(name, []).append(timed(argv, env))
+                took = timed(argv, env)
+                if rep >= 0:
+                    rows.setdefault(name, []).append(took)
                 if sha256_file(out) != digest:
                     raise SystemExit(f"{name}: the copy differs")
                 if reads:

@@ -86,8 +86,9 @@ fn run() -> anyhow::Result<()> {
         1 => "debug",
         _ => "trace",
     };
+    // fuser warns when it drops a mount someone else already unmounted (fusermount3 -u): not news.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},fuser=error")));
     // Colours only for a person at a terminal, not in log files.
     use std::io::IsTerminal;
     tracing_subscriber::fmt()

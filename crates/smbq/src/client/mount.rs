@@ -323,6 +323,10 @@ struct Open {
     window: Vec<u8>,
     /// Where the last read ended (to tell a sequential reader).
     next_read: u64,
+    /// The window after `window`, fetched in the background.
+    next_window: Option<(u64, Vec<u8>)>,
+    /// A write sent in the background failed: the next write, flush or close says so.
+    error: Option<Errno>,
 }
 
 impl Open {
@@ -349,10 +353,27 @@ struct DirEntry {
     name: String,
 }
 
+/// What runs on the connection while the kernel's next requests are
+/// served: a full write-back buffer going out, or the next read-ahead
+/// window coming in. It owns the connection until it is joined.
+struct Background {
+    task: tokio::task::JoinHandle<(Share, Result<Vec<u8>, ClientError>)>,
+    job: Job,
+}
+
+enum Job {
+    /// Handle `fh`'s writes to file `ino`.
+    Write { fh: u64, ino: u64 },
+    /// Handle `fh`'s next read-ahead window, from `off`.
+    Prefetch { fh: u64, off: u64 },
+}
+
 /// Everything the FUSE requests share, behind one lock.
 struct Inner {
     rt: Arc<Runtime>,
-    share: Share,
+    /// The connection; `None` while a [`Background`] job has it.
+    share: Option<Share>,
+    background: Option<Background>,
     uid: u32,
     gid: u32,
     inodes: Inodes,
@@ -377,7 +398,8 @@ impl SmbFs {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let inner = Inner {
             rt,
-            share,
+            share: Some(share),
+            background: None,
             uid,
             gid,
             inodes: Inodes::new(),
@@ -394,6 +416,21 @@ impl SmbFs {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// `len` bytes at `offset` with pipelined READs (the read-ahead window).
+async fn fetch(s: &mut Share, fid: FileId, offset: u64, len: u64) -> Result<Vec<u8>, ClientError> {
+    let mut buf = vec![0u8; len as usize];
+    let (chunk, depth) = (s.chunk, s.depth);
+    s.client()
+        .read_range(fid, offset, len, chunk, depth, |at, piece| {
+            let start = (at - offset) as usize;
+            let dst = buf.get_mut(start..start + piece.len()).ok_or_else(|| std::io::Error::other("READ data outside the window asked for"))?;
+            dst.copy_from_slice(piece);
+            Ok(())
+        })
+        .await?;
+    Ok(buf)
 }
 
 /// A name from the kernel as an SMB path component: UTF-8, no `\`
@@ -425,9 +462,10 @@ impl Inner {
             ClientError::Status(..) if n != Errno::EIO => tracing::debug!(path, "{what}: {e}"),
             _ => tracing::error!(path, "{what}: {e}"),
         }
-        if self.share.client().core.in_flight() > 0 {
-            let share = &mut self.share;
-            let drained = self.rt.block_on(async {
+        let rt = self.rt.clone();
+        let Some(share) = self.share.as_mut() else { return n };
+        if share.client().core.in_flight() > 0 {
+            let drained = rt.block_on(async {
                 tokio::time::timeout(DRAIN_TIMEOUT, async {
                     while share.client().core.in_flight() > 0 {
                         share.client().recv().await?;
@@ -445,6 +483,68 @@ impl Inner {
         n
     }
 
+    /// Run `f` on the connection, once a background job is done with it.
+    fn with_share<T>(&mut self, f: impl AsyncFnOnce(&mut Share) -> Result<T, ClientError>) -> Result<T, ClientError> {
+        self.join();
+        let rt = self.rt.clone();
+        match self.share.as_mut() {
+            Some(s) => rt.block_on(f(s)),
+            None => Err(ClientError::Io(std::io::Error::other("the connection was lost in a background job"))),
+        }
+    }
+
+    /// Wait for the background job and take the connection back: a
+    /// failed write is kept for its handle, a read-ahead window for its.
+    fn join(&mut self) {
+        let Some(bg) = self.background.take() else { return };
+        let (share, r) = match self.rt.block_on(bg.task) {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::error!("a background job on the connection failed: {e}");
+                return;
+            }
+        };
+        self.share = Some(share);
+        match (bg.job, r) {
+            (Job::Write { .. }, Ok(_)) => {}
+            (Job::Write { fh, ino }, Err(e)) => {
+                let path = self.inodes.path(ino).unwrap_or_default().to_string();
+                let n = self.fail("write", &path, e);
+                if let Some(o) = self.opens.get_mut(&fh) {
+                    o.error = Some(n);
+                }
+            }
+            (Job::Prefetch { fh, off }, Ok(buf)) => {
+                if let Some(o) = self.opens.get_mut(&fh) {
+                    o.next_window = Some((off, buf));
+                }
+            }
+            (Job::Prefetch { .. }, Err(e)) => {
+                // A plain READ later says what is wrong, if anything is.
+                self.fail("read-ahead", "", e);
+            }
+        }
+    }
+
+    /// Start `f` on the connection in the background (after the job before it).
+    fn spawn<F>(&mut self, job: Job, f: F)
+    where
+        F: FnOnce(Share) -> std::pin::Pin<Box<dyn std::future::Future<Output = (Share, Result<Vec<u8>, ClientError>)> + Send>>,
+    {
+        self.join();
+        let Some(share) = self.share.take() else { return };
+        let task = self.rt.spawn(f(share));
+        self.background = Some(Background { task, job });
+    }
+
+    /// A background write's failure, once.
+    fn take_error(&mut self, fh: u64) -> Result<(), Errno> {
+        match self.opens.get_mut(&fh).and_then(|o| o.error.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     fn path(&self, ino: INodeNo) -> Result<String, Errno> {
         self.inodes.path(ino.0).map(str::to_string)
     }
@@ -458,7 +558,7 @@ impl Inner {
         if let Some(i) = self.cache.attr(path) {
             return Ok(i);
         }
-        match self.rt.block_on(self.share.stat(path)) {
+        match self.with_share(async |s| s.stat(path).await) {
             Ok(i) => {
                 self.cache.put_attr(path, &i);
                 Ok(i)
@@ -509,15 +609,41 @@ impl Inner {
 
     /// Send the writes gathered on handle `fh` (pipelined WRITEs).
     fn flush_open(&mut self, fh: u64) -> Result<(), Errno> {
+        self.join();
+        self.take_error(fh)?;
         let Some(o) = self.opens.get_mut(&fh) else { return Ok(()) };
         if o.wbuf.is_empty() {
             return Ok(());
         }
         let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, std::mem::take(&mut o.wbuf));
-        let r = self.rt.block_on(self.share.write_at(fid, off, data.into()));
+        let r = self.with_share(async |s| s.write_at(fid, off, data.into()).await);
         let path = self.inodes.path(ino).unwrap_or_default().to_string();
         self.cache.changed(&path);
         r.map_err(|e| self.fail("write", &path, e))
+    }
+
+    /// Send handle `fh`'s gathered writes in the background, so the
+    /// kernel's next writes are gathered while they go out (after the
+    /// writes sent before them: one job runs at a time).
+    fn send_in_background(&mut self, fh: u64) -> Result<(), Errno> {
+        self.join();
+        self.take_error(fh)?;
+        let Some(o) = self.opens.get_mut(&fh) else { return Ok(()) };
+        if o.wbuf.is_empty() {
+            return Ok(());
+        }
+        let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, std::mem::take(&mut o.wbuf));
+        if let Ok(p) = self.inodes.path(ino) {
+            let p = p.to_string();
+            self.cache.changed(&p);
+        }
+        self.spawn(Job::Write { fh, ino }, move |mut s| {
+            Box::pin(async move {
+                let r = s.write_at(fid, off, data.into()).await.map(|()| Vec::new());
+                (s, r)
+            })
+        });
+        Ok(())
     }
 
     /// Send every handle's gathered writes to file `ino` (but `except`'s).
@@ -531,15 +657,17 @@ impl Inner {
 
     /// File `ino` changed: read-ahead windows on it are stale.
     fn drop_windows(&mut self, ino: u64) {
+        self.join();
         for o in self.opens.values_mut().filter(|o| o.ino == ino) {
             o.window = Vec::new();
+            o.next_window = None;
         }
     }
 
     fn add_open(&mut self, ino: u64, fid: FileId) -> u64 {
         let fh = self.next_fh;
         self.next_fh += 1;
-        self.opens.insert(fh, Open { ino, fid, wbuf_off: 0, wbuf: Vec::new(), window_off: 0, window: Vec::new(), next_read: 0 });
+        self.opens.insert(fh, Open { ino, fid, wbuf_off: 0, wbuf: Vec::new(), window_off: 0, window: Vec::new(), next_read: 0, next_window: None, error: None });
         fh
     }
 
@@ -577,7 +705,7 @@ impl Inner {
                 Some(fid) if atime.is_none() && mtime.is_none() => (fid, false),
                 _ => {
                     let want = access::READ_ATTRIBUTES | access::WRITE_ATTRIBUTES | access::SYNCHRONIZE | if size.is_some() { access::WRITE_DATA } else { 0 };
-                    match self.rt.block_on(self.share.create(&path, want, disposition::OPEN, 0, 0)) {
+                    match self.with_share(async |s| s.create(&path, want, disposition::OPEN, 0, 0).await) {
                         Ok(h) => (h.fid, true),
                         Err(e) => return Err(self.fail("open for setattr", &path, e)),
                     }
@@ -585,13 +713,13 @@ impl Inner {
             };
             let mut r = Ok(());
             if let Some(s) = size {
-                r = self.rt.block_on(self.share.set_size(fid, s));
+                r = self.with_share(async |sh| sh.set_size(fid, s).await);
             }
             if r.is_ok() && (atime.is_some() || mtime.is_some()) {
-                r = self.rt.block_on(self.share.set_basic(fid, 0, time_arg(atime), time_arg(mtime), 0));
+                r = self.with_share(async |s| s.set_basic(fid, 0, time_arg(atime), time_arg(mtime), 0).await);
             }
             if temporary {
-                let closed = self.rt.block_on(self.share.close(fid));
+                let closed = self.with_share(async |s| s.close(fid).await);
                 r = r.and(closed);
             }
             self.cache.changed(&path);
@@ -607,7 +735,7 @@ impl Inner {
         let path = self.path(ino)?;
         let list = match self.cache.dir(&path) {
             Some(l) => l,
-            None => match self.rt.block_on(self.share.list(&path, "*")) {
+            None => match self.with_share(async |s| s.list(&path, "*").await) {
                 Ok(l) => {
                     self.cache.put_dir(&path, &l);
                     l
@@ -635,18 +763,18 @@ impl Inner {
         let path = self.path(ino)?;
         let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let want = if write { access::READ_WRITE } else { access::READ };
-        let h = match self.rt.block_on(self.share.create(&path, want, disposition::OPEN, options::NON_DIRECTORY_FILE, 0)) {
+        let h = match self.with_share(async |s| s.create(&path, want, disposition::OPEN, options::NON_DIRECTORY_FILE, 0).await) {
             Ok(h) => h,
             Err(e) => return Err(self.fail("open", &path, e)),
         };
         if write && flags.0 & libc::O_TRUNC != 0 {
             self.flush_ino(ino.0, None)?;
             self.drop_windows(ino.0);
-            let r = self.rt.block_on(self.share.set_size(h.fid, 0));
+            let r = self.with_share(async |s| s.set_size(h.fid, 0).await);
             self.cache.changed(&path);
             if let Err(e) = r {
                 let n = self.fail("truncate", &path, e);
-                let _ = self.rt.block_on(self.share.close(h.fid));
+                let _ = self.with_share(async |s| s.close(h.fid).await);
                 return Err(n);
             }
         }
@@ -665,7 +793,7 @@ impl Inner {
             disposition::OPEN_IF
         };
         let want = if flags & libc::O_ACCMODE == libc::O_RDONLY { access::READ } else { access::READ_WRITE };
-        let r = self.rt.block_on(self.share.create(&path, want, disp, options::NON_DIRECTORY_FILE, 0));
+        let r = self.with_share(async |s| s.create(&path, want, disp, options::NON_DIRECTORY_FILE, 0).await);
         self.cache.changed(&path);
         let h = r.map_err(|e| self.fail("create", &path, e))?;
         let a = self.entry(&path, &h.info);
@@ -686,28 +814,20 @@ impl Inner {
             Some(p) => self.cache.attr(p).map(|i| i.size),
             None => None,
         };
-        let o = self.opens.get_mut(&fh.0).ok_or(Errno::EBADF)?;
-        if let Some(d) = o.from_window(offset, size, eof) {
-            let d = d.to_vec();
-            o.next_read = offset + d.len() as u64;
+        if let Some(d) = self.from_windows(fh.0, offset, size, eof) {
+            self.prefetch(fh.0, eof);
             return Ok(d);
         }
+        let o = self.opens.get(&fh.0).ok_or(Errno::EBADF)?;
         let (fid, sequential) = (o.fid, offset.abs_diff(o.next_read) <= SEQUENTIAL_SLACK);
         let path = path.unwrap_or_default();
         if sequential && self.window > size as usize && !path.is_empty() {
             let eof = self.stat(&path)?.size;
             let len = eof.saturating_sub(offset).min(self.window as u64);
             if len > u64::from(size) {
-                let mut buf = vec![0u8; len as usize];
-                let (chunk, depth) = (self.share.chunk, self.share.depth);
-                let r = self.rt.block_on(self.share.client().read_range(fid, offset, len, chunk, depth, |at, piece| {
-                    let start = (at - offset) as usize;
-                    let dst = buf.get_mut(start..start + piece.len()).ok_or_else(|| std::io::Error::other("READ data outside the window asked for"))?;
-                    dst.copy_from_slice(piece);
-                    Ok(())
-                }));
+                let r = self.with_share(async |s| fetch(s, fid, offset, len).await);
                 match r {
-                    Ok(()) => {
+                    Ok(buf) => {
                         let o = self.opens.get_mut(&fh.0).ok_or(Errno::EBADF)?;
                         o.window_off = offset;
                         o.window = buf;
@@ -718,7 +838,7 @@ impl Inner {
                     // The file may have shrunk under us: one plain READ says.
                     Err(e) => {
                         let n = self.fail("read-ahead", &path, e);
-                        if n != Errno::EIO || self.share.client().core.in_flight() > 0 {
+                        if n != Errno::EIO || self.share.as_mut().is_none_or(|s| s.client().core.in_flight() > 0) {
                             return Err(n);
                         }
                         self.cache.changed(&path);
@@ -726,7 +846,7 @@ impl Inner {
                 }
             }
         }
-        match self.rt.block_on(self.share.read_at(fid, offset, size)) {
+        match self.with_share(async |s| s.read_at(fid, offset, size).await) {
             Ok(d) => {
                 if let Some(o) = self.opens.get_mut(&fh.0) {
                     o.next_read = offset + d.len() as u64;
@@ -737,9 +857,51 @@ impl Inner {
         }
     }
 
+    /// `size` bytes at `offset` from handle `fh`'s read-ahead window, or
+    /// from the next one when the background fetched it.
+    fn from_windows(&mut self, fh: u64, offset: u64, size: u32, eof: Option<u64>) -> Option<Vec<u8>> {
+        if self.opens.get(&fh)?.from_window(offset, size, eof).is_none() {
+            if matches!(self.background, Some(Background { job: Job::Prefetch { fh: f, .. }, .. }) if f == fh) {
+                self.join();
+            }
+            let o = self.opens.get_mut(&fh)?;
+            match o.next_window.take() {
+                Some((at, buf)) if offset >= at && offset < at + buf.len() as u64 => {
+                    o.window_off = at;
+                    o.window = buf;
+                }
+                other => o.next_window = other,
+            }
+        }
+        let o = self.opens.get_mut(&fh)?;
+        let d = o.from_window(offset, size, eof)?.to_vec();
+        o.next_read = offset + d.len() as u64;
+        Some(d)
+    }
+
+    /// Once a sequential reader is half way through its window, fetch the
+    /// next one in the background (when nothing else runs and the end of
+    /// file is known).
+    fn prefetch(&mut self, fh: u64, eof: Option<u64>) {
+        let (Some(eof), None) = (eof, &self.background) else { return };
+        let Some(o) = self.opens.get(&fh) else { return };
+        let end = o.window_off + o.window.len() as u64;
+        if o.window.is_empty() || o.next_window.is_some() || end >= eof || o.next_read < o.window_off + o.window.len() as u64 / 2 {
+            return;
+        }
+        let (fid, len) = (o.fid, (eof - end).min(self.window as u64));
+        self.spawn(Job::Prefetch { fh, off: end }, move |mut s| {
+            Box::pin(async move {
+                let r = fetch(&mut s, fid, end, len).await;
+                (s, r)
+            })
+        });
+    }
+
     /// Gather `data` behind the handle's pending writes when it continues
     /// them, else send those first.
     fn write(&mut self, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        self.take_error(fh.0)?;
         // Writes through other handles go first, so they land in order.
         self.flush_ino(ino.0, Some(fh.0))?;
         self.drop_windows(ino.0);
@@ -750,7 +912,7 @@ impl Inner {
         let o = self.opens.get_mut(&fh.0).ok_or(Errno::EBADF)?;
         if o.wbuf.is_empty() {
             o.wbuf_off = offset;
-            o.wbuf.reserve(data.len().max(KERNEL_IO as usize));
+            o.wbuf.reserve(MAX_WRITE_BUFFER.max(data.len()));
         }
         o.wbuf.extend_from_slice(data);
         let full = o.wbuf.len() >= MAX_WRITE_BUFFER;
@@ -759,7 +921,7 @@ impl Inner {
             self.cache.changed(&p);
         }
         if full {
-            self.flush_open(fh.0)?;
+            self.send_in_background(fh.0)?;
         }
         u32::try_from(data.len()).map_err(|_| Errno::EINVAL)
     }
@@ -769,7 +931,7 @@ impl Inner {
         self.flush_open(fh.0)?;
         let o = self.opens.get(&fh.0).ok_or(Errno::EBADF)?;
         let (fid, ino) = (o.fid, o.ino);
-        let r = self.rt.block_on(self.share.flush(fid));
+        let r = self.with_share(async |s| s.flush(fid).await);
         r.map_err(|e| {
             let path = self.inodes.path(ino).unwrap_or_default().to_string();
             self.fail("flush", &path, e)
@@ -782,14 +944,14 @@ impl Inner {
         let o = self.opens.remove(&fh.0).ok_or(Errno::EBADF)?;
         let path = self.inodes.path(o.ino).unwrap_or_default().to_string();
         self.cache.changed(&path);
-        let closed = self.rt.block_on(self.share.close(o.fid));
+        let closed = self.with_share(async |s| s.close(o.fid).await);
         flushed?;
         closed.map_err(|e| self.fail("close", &path, e))
     }
 
     fn mkdir(&mut self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
         let path = self.child(parent, name)?;
-        let r = self.rt.block_on(self.share.mkdir(&path));
+        let r = self.with_share(async |s| s.mkdir(&path).await);
         self.cache.changed(&path);
         r.map_err(|e| self.fail("mkdir", &path, e))?;
         let info = self.stat(&path)?;
@@ -800,7 +962,7 @@ impl Inner {
     /// name goes when the last handle to it closes.
     fn remove(&mut self, parent: INodeNo, name: &OsStr, dir: bool) -> Result<(), Errno> {
         let path = self.child(parent, name)?;
-        let r = if dir { self.rt.block_on(self.share.rmdir(&path)) } else { self.rt.block_on(self.share.remove(&path)) };
+        let r = if dir { self.with_share(async |s| s.rmdir(&path).await) } else { self.with_share(async |s| s.remove(&path).await) };
         self.cache.changed(&path);
         self.cache.dirs.remove(&path);
         r.map_err(|e| self.fail(if dir { "rmdir" } else { "unlink" }, &path, e))?;
@@ -823,7 +985,7 @@ impl Inner {
         }
         let replace = !flags.contains(RenameFlags::RENAME_NOREPLACE);
         // The new name goes to the server as it is: `\`-separated.
-        let r = self.rt.block_on(self.share.rename(&from, &to.replace('/', "\\"), replace));
+        let r = self.with_share(async |s| s.rename(&from, &to.replace('/', "\\"), replace).await);
         self.cache.clear();
         r.map_err(|e| self.fail("rename", &from, e))?;
         self.inodes.renamed(&from, &to);
@@ -832,7 +994,7 @@ impl Inner {
 
     /// FileFsFullSizeInformation (MS-FSCC 2.5.4) as statfs(2) sees it.
     fn statfs(&mut self) -> Result<(u64, u64, u32), Errno> {
-        match self.rt.block_on(self.share.fs_size()) {
+        match self.with_share(async |s| s.fs_size().await) {
             Ok(s) => {
                 let unit = u32::try_from(s.bytes_per_unit).unwrap_or(4096).max(1);
                 Ok((s.total_units, s.free_units, unit))
@@ -849,7 +1011,8 @@ impl Inner {
                 tracing::warn!("closing a file at unmount: {e:?}");
             }
         }
-        if let Some((ep, conn)) = &self.share.session.client.quic {
+        self.join();
+        if let Some((ep, conn)) = self.share.as_ref().and_then(|s| s.session.client.quic.as_ref()) {
             conn.close(quinn::VarInt::from_u32(0), b"unmounted");
             let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(1), ep.wait_idle()).await });
         }
@@ -1083,7 +1246,7 @@ mod tests {
 
     #[test]
     fn window_serves_inside_and_up_to_the_end_of_file() {
-        let o = Open { ino: 2, fid: FileId::default(), wbuf_off: 0, wbuf: Vec::new(), window_off: 100, window: (0..50).collect(), next_read: 0 };
+        let o = Open { ino: 2, fid: FileId::default(), wbuf_off: 0, wbuf: Vec::new(), window_off: 100, window: (0..50).collect(), next_read: 0, next_window: None, error: None };
         assert_eq!(o.from_window(110, 5, None), Some(&[10u8, 11, 12, 13, 14][..]));
         assert_eq!(o.from_window(99, 5, None), None);
         assert_eq!(o.from_window(140, 20, None), None, "past the window, end of file unknown");
