@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -223,14 +224,15 @@ def test_auto_says_which_transport_it_used(start_server):
 
 
 class CuttingProxy:
-    """Forwards TCP connections to `port`; the first one is cut (both
-    sockets closed, as a dead link or a NAT timeout would) once `cut_after`
-    bytes have gone through it in either direction. Later ones go through."""
+    """Forwards TCP connections to `port`; connection number k (from 1) is
+    cut (both sockets closed, as a dead link or a NAT timeout would) once
+    `cuts[k]` bytes have gone through it in either direction. Others go
+    through."""
 
-    def __init__(self, port: int, cut_after: int):
+    def __init__(self, port: int, cuts: dict[int, int]):
         import socket
         import threading
-        self.port, self.cut_after = port, cut_after
+        self.port, self.cuts = port, cuts
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listen_port = self.listener.getsockname()[1]
         self.connections = 0
@@ -248,21 +250,24 @@ class CuttingProxy:
                 return
             up = socket.create_connection(("127.0.0.1", self.port))
             self.connections += 1
-            first = self.connections == 1
+            limit = self.cuts.get(self.connections)
             moved = [0]
             for a, b in ((down, up), (up, down)):
-                threading.Thread(target=self._pump, args=(a, b, moved, first, (down, up)), daemon=True).start()
+                threading.Thread(target=self._pump, args=(a, b, moved, limit, (down, up)), daemon=True).start()
 
-    def _pump(self, src, dst, moved, first, both) -> None:
+    def _pump(self, src, dst, moved, limit, both) -> None:
         import socket
         try:
             while data := src.recv(1 << 16):
                 dst.sendall(data)
                 moved[0] += len(data)
-                if first and moved[0] >= self.cut_after and not self.cut.is_set():
+                if limit is not None and moved[0] >= limit:
                     self.cut.set()
                     for s in both:
-                        s.shutdown(socket.SHUT_RDWR)
+                        try:
+                            s.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
                         s.close()
                     return
         except OSError:
@@ -285,7 +290,7 @@ def test_reconnect_after_a_lost_connection_reclaims_the_durable_handle(kind: str
     size = 48 << 20
     digest = random_file(src, size)
     for direction in ("put", "get"):
-        proxy = CuttingProxy(srv.port, cut_after=16 << 20)
+        proxy = CuttingProxy(srv.port, {1: 16 << 20})
         url = f"smb://{srv.user}@127.0.0.1:{proxy.listen_port}/{srv.share}/f.bin"
         local = src if direction == "put" else tmp_path / "back.bin"
         argv = [str(local), url] if direction == "put" else [url, str(local)]
@@ -297,3 +302,40 @@ def test_reconnect_after_a_lost_connection_reclaims_the_durable_handle(kind: str
         assert proxy.cut.is_set() and proxy.connections >= 2
         assert "reconnected and reclaimed its durable handle" in r.stderr, r.stderr
         assert sha256_file(srv.share_dir / "f.bin" if direction == "put" else local) == digest
+
+
+@pytest.mark.parametrize("kind", ["smbd", "smbq"])
+def test_mount_survives_lost_connections(kind: str, start_server, tmp_path: Path):
+    """A copy into the mount loses its connection at 16 MiB, a read back
+    loses the next one: the mount reconnects, opens its files again and
+    goes on; both copies byte-exact."""
+    import time
+    if not (os.path.exists("/dev/fuse") and shutil.which("fusermount3")):
+        pytest.skip("no /dev/fuse or fusermount3")
+    srv = start_server(kind, "enc")
+    env = dict(os.environ, SMBQ_PASSWORD=srv.password)
+    src = tmp_path / "f.bin"
+    digest = random_file(src, 48 << 20)
+    proxy = CuttingProxy(srv.port, {1: 16 << 20, 2: 64 << 20})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = subprocess.Popen([str(servers.smbq_bin()), "mount", "--transport", "tcp", f"smb://{srv.user}@127.0.0.1:{proxy.listen_port}/{srv.share}", str(mnt)],
+                         env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.ismount(mnt):
+            assert m.poll() is None and time.monotonic() < deadline, "the mount did not come up"
+            time.sleep(0.1)
+        shutil.copyfile(src, mnt / "f.bin")
+        assert sha256_file(srv.share_dir / "f.bin") == digest
+        assert sha256_file(mnt / "f.bin") == digest
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        try:
+            m.wait(30)
+        except subprocess.TimeoutExpired:
+            m.kill()
+        proxy.close()
+    log = m.stderr.read()
+    assert proxy.connections >= 3, (proxy.connections, log)
+    assert log.count("reconnected to") >= 2, log

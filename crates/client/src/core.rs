@@ -154,7 +154,7 @@ impl Core {
         }
     }
 
-    fn seal_in_place(&mut self, m: &mut Vec<u8>) {
+    fn seal_in_place(&mut self, m: &mut [u8]) {
         if let Some((sealer, _)) = &self.seal {
             self.nonce += 1;
             let mut n = [0u8; 16];

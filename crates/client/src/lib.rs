@@ -3,6 +3,8 @@
 //! TCP or QUIC stream; `connect` reaches a server by name and logs on;
 //! `share` is what a user does with files; `srvsvc` lists shares.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod connect;
 pub mod core;
 pub mod srvsvc;
@@ -522,7 +524,7 @@ fn split_chain(mut m: Vec<u8>) -> Result<Vec<Vec<u8>>, ClientError> {
             out.push(m);
             return Ok(out);
         }
-        if next < HEADER_LEN || next > m.len() || next % 8 != 0 {
+        if next < HEADER_LEN || next > m.len() || !next.is_multiple_of(8) {
             return Err(ClientError::Protocol(format!("compound response: NextCommand {next} in a {}-byte message", m.len())));
         }
         let rest = m.split_off(next);

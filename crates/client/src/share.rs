@@ -491,7 +491,7 @@ pub fn decode_id_both_entries(buf: &[u8], out: &mut Vec<FileInfo>) -> Result<(),
         if next == 0 {
             return Ok(());
         }
-        if next < 104 || next % 8 != 0 {
+        if next < 104 || !next.is_multiple_of(8) {
             return Err(bad("NextEntryOffset out of range"));
         }
         pos += next;

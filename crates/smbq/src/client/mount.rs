@@ -21,6 +21,7 @@
 //! every later request (no reconnection).
 
 use anyhow::Context;
+use bytes::Bytes;
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
     ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
@@ -315,6 +316,8 @@ impl Cache {
 struct Open {
     ino: u64,
     fid: FileId,
+    /// What it was opened for (a reconnect opens it again so).
+    access: u32,
     /// Gathered contiguous writes starting at `wbuf_off`.
     wbuf_off: u64,
     wbuf: Vec<u8>,
@@ -332,7 +335,7 @@ struct Open {
 impl Open {
     /// `len` bytes at `off` if the window holds them, or holds what there
     /// is up to the end of file (`eof`, when the window reached it).
-    fn from_window(&self, off: u64, len: u32, eof: Option<u64>) -> Option<&[u8]> {
+    fn in_window(&self, off: u64, len: u32, eof: Option<u64>) -> Option<&[u8]> {
         let start = usize::try_from(off.checked_sub(self.window_off)?).ok()?;
         let end = start.checked_add(len as usize)?;
         let window_end = self.window_off + self.window.len() as u64;
@@ -362,8 +365,8 @@ struct Background {
 }
 
 enum Job {
-    /// Handle `fh`'s writes to file `ino`.
-    Write { fh: u64, ino: u64 },
+    /// Handle `fh`'s writes to file `ino`: `data` at `off`.
+    Write { fh: u64, ino: u64, off: u64, data: Bytes },
     /// Handle `fh`'s next read-ahead window, from `off`.
     Prefetch { fh: u64, off: u64 },
 }
@@ -383,6 +386,8 @@ struct Inner {
     next_fh: u64,
     /// Read-ahead window: what `chunk` × `depth` READs carry, at most 8 MiB.
     window: usize,
+    /// A lost connection was replaced while serving this request.
+    reconnected: bool,
 }
 
 /// The `fuser` filesystem: [`Inner`] behind a mutex.
@@ -408,6 +413,7 @@ impl SmbFs {
             listings: HashMap::new(),
             next_fh: 1,
             window,
+            reconnected: false,
         };
         SmbFs { inner: Arc::new(Mutex::new(inner)), ttl }
     }
@@ -415,6 +421,18 @@ impl SmbFs {
     /// The state; a panic in another request does not make it unusable.
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Serve one request; if it failed because the connection was lost
+    /// and [`Inner::recover`] replaced it, once more.
+    fn call<T>(&self, f: impl Fn(&mut Inner) -> Result<T, Errno>) -> Result<T, Errno> {
+        let mut g = self.lock();
+        g.reconnected = false;
+        let r = f(&mut g);
+        if r.is_err() && std::mem::take(&mut g.reconnected) {
+            return f(&mut g);
+        }
+        r
     }
 }
 
@@ -462,6 +480,10 @@ impl Inner {
             ClientError::Status(..) if n != Errno::EIO => tracing::debug!(path, "{what}: {e}"),
             _ => tracing::error!(path, "{what}: {e}"),
         }
+        if e.is_connection_lost() {
+            self.recover();
+            return n;
+        }
         let rt = self.rt.clone();
         let Some(share) = self.share.as_mut() else { return n };
         if share.client().core.in_flight() > 0 {
@@ -481,6 +503,61 @@ impl Inner {
             }
         }
         n
+    }
+
+    /// After a lost connection: connect again (a new session on a new
+    /// connection, MS-SMB2 3.2.4.2) and open every file the kernel holds
+    /// open again by name, so its handles stay good; then the request that
+    /// failed is tried once more ([`SmbFs::call`]).
+    fn recover(&mut self) {
+        let rt = self.rt.clone();
+        let Some(share) = self.share.as_mut() else { return };
+        let mut connected = false;
+        for wait_ms in [0u64, 250, 1000, 2000, 4000] {
+            std::thread::sleep(Duration::from_millis(wait_ms));
+            match rt.block_on(share.reconnect()) {
+                Ok(()) => {
+                    connected = true;
+                    break;
+                }
+                Err(e) => tracing::warn!("reconnecting: {e}"),
+            }
+        }
+        if !connected {
+            return;
+        }
+        tracing::warn!("the connection was lost; reconnected to {}", share.url);
+        self.cache.clear();
+        for (fh, o) in self.opens.iter_mut() {
+            let path = self.inodes.path(o.ino).unwrap_or_default().to_string();
+            match rt.block_on(share.create(&path, o.access, disposition::OPEN, options::NON_DIRECTORY_FILE, 0)) {
+                Ok(h) => o.fid = h.fid,
+                Err(e) => {
+                    tracing::error!(path, fh, "opening again after the reconnect: {e}");
+                    o.error = Some(Errno::EIO);
+                }
+            }
+            o.window = Vec::new();
+            o.next_window = None;
+        }
+        self.reconnected = true;
+    }
+
+    /// Writes that did not go out on a lost connection go back in front
+    /// of handle `fh`'s buffer, to be sent again once reconnected.
+    fn restore(&mut self, fh: u64, off: u64, data: Bytes) {
+        let Some(o) = self.opens.get_mut(&fh) else { return };
+        if o.wbuf.is_empty() {
+            o.wbuf_off = off;
+            o.wbuf = data.to_vec();
+        } else if off + data.len() as u64 == o.wbuf_off {
+            let mut v = data.to_vec();
+            v.extend_from_slice(&o.wbuf);
+            o.wbuf = v;
+            o.wbuf_off = off;
+        } else {
+            o.error = Some(Errno::EIO);
+        }
     }
 
     /// Run `f` on the connection, once a background job is done with it.
@@ -507,10 +584,12 @@ impl Inner {
         self.share = Some(share);
         match (bg.job, r) {
             (Job::Write { .. }, Ok(_)) => {}
-            (Job::Write { fh, ino }, Err(e)) => {
+            (Job::Write { fh, ino, off, data }, Err(e)) => {
                 let path = self.inodes.path(ino).unwrap_or_default().to_string();
                 let n = self.fail("write", &path, e);
-                if let Some(o) = self.opens.get_mut(&fh) {
+                if self.reconnected {
+                    self.restore(fh, off, data);
+                } else if let Some(o) = self.opens.get_mut(&fh) {
                     o.error = Some(n);
                 }
             }
@@ -615,11 +694,17 @@ impl Inner {
         if o.wbuf.is_empty() {
             return Ok(());
         }
-        let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, std::mem::take(&mut o.wbuf));
-        let r = self.with_share(async |s| s.write_at(fid, off, data.into()).await);
+        let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, Bytes::from(std::mem::take(&mut o.wbuf)));
+        let r = self.with_share(async |s| s.write_at(fid, off, data.clone()).await);
         let path = self.inodes.path(ino).unwrap_or_default().to_string();
         self.cache.changed(&path);
-        r.map_err(|e| self.fail("write", &path, e))
+        r.map_err(|e| {
+            let n = self.fail("write", &path, e);
+            if self.reconnected {
+                self.restore(fh, off, data);
+            }
+            n
+        })
     }
 
     /// Send handle `fh`'s gathered writes in the background, so the
@@ -632,14 +717,15 @@ impl Inner {
         if o.wbuf.is_empty() {
             return Ok(());
         }
-        let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, std::mem::take(&mut o.wbuf));
+        let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, Bytes::from(std::mem::take(&mut o.wbuf)));
         if let Ok(p) = self.inodes.path(ino) {
             let p = p.to_string();
             self.cache.changed(&p);
         }
-        self.spawn(Job::Write { fh, ino }, move |mut s| {
+        let sent = data.clone();
+        self.spawn(Job::Write { fh, ino, off, data }, move |mut s| {
             Box::pin(async move {
-                let r = s.write_at(fid, off, data.into()).await.map(|()| Vec::new());
+                let r = s.write_at(fid, off, sent).await.map(|()| Vec::new());
                 (s, r)
             })
         });
@@ -664,10 +750,10 @@ impl Inner {
         }
     }
 
-    fn add_open(&mut self, ino: u64, fid: FileId) -> u64 {
+    fn add_open(&mut self, ino: u64, fid: FileId, access: u32) -> u64 {
         let fh = self.next_fh;
         self.next_fh += 1;
-        self.opens.insert(fh, Open { ino, fid, wbuf_off: 0, wbuf: Vec::new(), window_off: 0, window: Vec::new(), next_read: 0, next_window: None, error: None });
+        self.opens.insert(fh, Open { ino, fid, access, wbuf_off: 0, wbuf: Vec::new(), window_off: 0, window: Vec::new(), next_read: 0, next_window: None, error: None });
         fh
     }
 
@@ -778,7 +864,7 @@ impl Inner {
                 return Err(n);
             }
         }
-        Ok(self.add_open(ino.0, h.fid))
+        Ok(self.add_open(ino.0, h.fid, want))
     }
 
     /// CREATE with FILE_CREATE when O_EXCL, FILE_OVERWRITE_IF when
@@ -800,7 +886,7 @@ impl Inner {
         if disp != disposition::CREATE {
             self.drop_windows(a.ino.0);
         }
-        Ok((a, self.add_open(a.ino.0, h.fid)))
+        Ok((a, self.add_open(a.ino.0, h.fid, want)))
     }
 
     /// `size` bytes at `offset`: from the read-ahead window, or for a
@@ -814,7 +900,7 @@ impl Inner {
             Some(p) => self.cache.attr(p).map(|i| i.size),
             None => None,
         };
-        if let Some(d) = self.from_windows(fh.0, offset, size, eof) {
+        if let Some(d) = self.in_windows(fh.0, offset, size, eof) {
             self.prefetch(fh.0, eof);
             return Ok(d);
         }
@@ -859,8 +945,8 @@ impl Inner {
 
     /// `size` bytes at `offset` from handle `fh`'s read-ahead window, or
     /// from the next one when the background fetched it.
-    fn from_windows(&mut self, fh: u64, offset: u64, size: u32, eof: Option<u64>) -> Option<Vec<u8>> {
-        if self.opens.get(&fh)?.from_window(offset, size, eof).is_none() {
+    fn in_windows(&mut self, fh: u64, offset: u64, size: u32, eof: Option<u64>) -> Option<Vec<u8>> {
+        if self.opens.get(&fh)?.in_window(offset, size, eof).is_none() {
             if matches!(self.background, Some(Background { job: Job::Prefetch { fh: f, .. }, .. }) if f == fh) {
                 self.join();
             }
@@ -874,7 +960,7 @@ impl Inner {
             }
         }
         let o = self.opens.get_mut(&fh)?;
-        let d = o.from_window(offset, size, eof)?.to_vec();
+        let d = o.in_window(offset, size, eof)?.to_vec();
         o.next_read = offset + d.len() as u64;
         Some(d)
     }
@@ -1032,7 +1118,7 @@ impl Filesystem for SmbFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.lock().lookup(parent, name) {
+        match self.call(|i| i.lookup(parent, name)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
@@ -1043,7 +1129,7 @@ impl Filesystem for SmbFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.lock().getattr(ino) {
+        match self.call(|i| i.getattr(ino)) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
@@ -1067,84 +1153,84 @@ impl Filesystem for SmbFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        match self.lock().setattr(ino, size, atime, mtime, fh) {
+        match self.call(|i| i.setattr(ino, size, atime, mtime, fh)) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
 
     fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
-        match self.lock().mkdir(parent, name) {
+        match self.call(|i| i.mkdir(parent, name)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock().remove(parent, name, false) {
+        match self.call(|i| i.remove(parent, name, false)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock().remove(parent, name, true) {
+        match self.call(|i| i.remove(parent, name, true)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
-        match self.lock().rename(parent, name, newparent, newname, flags) {
+        match self.call(|i| i.rename(parent, name, newparent, newname, flags)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.lock().open(ino, flags) {
+        match self.call(|i| i.open(ino, flags)) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
 
     fn read(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock_owner: Option<LockOwner>, reply: ReplyData) {
-        match self.lock().read(ino, fh, offset, size) {
+        match self.call(|i| i.read(ino, fh, offset, size)) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }
     }
 
     fn write(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], _write_flags: WriteFlags, _flags: OpenFlags, _lock_owner: Option<LockOwner>, reply: ReplyWrite) {
-        match self.lock().write(ino, fh, offset, data) {
+        match self.call(|i| i.write(ino, fh, offset, data)) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        match self.lock().flush_open(fh.0) {
+        match self.call(|i| i.flush_open(fh.0)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
-        match self.lock().release(fh) {
+        match self.call(|i| i.release(fh)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.lock().fsync(fh) {
+        match self.call(|i| i.fsync(fh)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.lock().opendir(ino) {
+        match self.call(|i| i.opendir(ino)) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
@@ -1201,14 +1287,14 @@ impl Filesystem for SmbFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.lock().statfs() {
+        match self.call(|i| i.statfs()) {
             Ok((blocks, free, unit)) => reply.statfs(blocks, free, free, 0, 0, unit, 255, unit),
             Err(e) => reply.error(e),
         }
     }
 
     fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
-        match self.lock().create(parent, name, flags) {
+        match self.call(|i| i.create(parent, name, flags)) {
             Ok((a, fh)) => reply.created(&self.ttl, &a, Generation(0), FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
@@ -1246,13 +1332,13 @@ mod tests {
 
     #[test]
     fn window_serves_inside_and_up_to_the_end_of_file() {
-        let o = Open { ino: 2, fid: FileId::default(), wbuf_off: 0, wbuf: Vec::new(), window_off: 100, window: (0..50).collect(), next_read: 0, next_window: None, error: None };
-        assert_eq!(o.from_window(110, 5, None), Some(&[10u8, 11, 12, 13, 14][..]));
-        assert_eq!(o.from_window(99, 5, None), None);
-        assert_eq!(o.from_window(140, 20, None), None, "past the window, end of file unknown");
-        assert_eq!(o.from_window(140, 20, Some(150)).map(<[u8]>::len), Some(10));
-        assert_eq!(o.from_window(150, 20, Some(150)).map(<[u8]>::len), Some(0));
-        assert_eq!(o.from_window(140, 20, Some(200)), None);
+        let o = Open { ino: 2, fid: FileId::default(), access: 0, wbuf_off: 0, wbuf: Vec::new(), window_off: 100, window: (0..50).collect(), next_read: 0, next_window: None, error: None };
+        assert_eq!(o.in_window(110, 5, None), Some(&[10u8, 11, 12, 13, 14][..]));
+        assert_eq!(o.in_window(99, 5, None), None);
+        assert_eq!(o.in_window(140, 20, None), None, "past the window, end of file unknown");
+        assert_eq!(o.in_window(140, 20, Some(150)).map(<[u8]>::len), Some(10));
+        assert_eq!(o.in_window(150, 20, Some(150)).map(<[u8]>::len), Some(0));
+        assert_eq!(o.in_window(140, 20, Some(200)), None);
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub async fn get(a: GetArgs) -> anyhow::Result<()> {
     let total = jobs.iter().map(|j| j.size).sum();
     let pb = bar(total, a.t.json);
     let transport = s.transport().name();
-    let (files, skipped) = run_jobs(s, &o, &u, &a.t, jobs, &pb, |s, j, pb, resume| get_one(s, j, pb, resume)).await?;
+    let (files, skipped) = run_jobs(s, &o, &u, &a.t, jobs, &pb, get_one).await?;
     pb.finish_and_clear();
     report(&a.t, Summary { files, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport })
 }
@@ -309,7 +309,7 @@ pub async fn put(a: PutArgs) -> anyhow::Result<()> {
     let total = jobs.iter().map(|j| j.size).sum();
     let pb = bar(total, a.t.json);
     let transport = s.transport().name();
-    let (files, skipped) = run_jobs(s, &o, &u, &a.t, jobs, &pb, |s, j, pb, resume| put_one(s, j, pb, resume)).await?;
+    let (files, skipped) = run_jobs(s, &o, &u, &a.t, jobs, &pb, put_one).await?;
     pb.finish_and_clear();
     report(&a.t, Summary { files, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport })
 }
