@@ -686,15 +686,21 @@ impl Inner {
         self.attr(ino, info)
     }
 
-    /// Send the writes gathered on handle `fh` (pipelined WRITEs).
-    fn flush_open(&mut self, fh: u64) -> Result<(), Errno> {
+    /// Handle `fh`'s gathered writes, taken out of its buffer to be sent
+    /// (after the background job, and any failure it left, are dealt with):
+    /// the file, its id, the offset and the bytes.
+    fn take_pending(&mut self, fh: u64) -> Result<Option<(u64, FileId, u64, Bytes)>, Errno> {
         self.join();
         self.take_error(fh)?;
-        let Some(o) = self.opens.get_mut(&fh) else { return Ok(()) };
-        if o.wbuf.is_empty() {
-            return Ok(());
-        }
-        let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, Bytes::from(std::mem::take(&mut o.wbuf)));
+        Ok(match self.opens.get_mut(&fh) {
+            Some(o) if !o.wbuf.is_empty() => Some((o.ino, o.fid, o.wbuf_off, Bytes::from(std::mem::take(&mut o.wbuf)))),
+            _ => None,
+        })
+    }
+
+    /// Send the writes gathered on handle `fh` (pipelined WRITEs).
+    fn flush_open(&mut self, fh: u64) -> Result<(), Errno> {
+        let Some((ino, fid, off, data)) = self.take_pending(fh)? else { return Ok(()) };
         let r = self.with_share(async |s| s.write_at(fid, off, data.clone()).await);
         let path = self.inodes.path(ino).unwrap_or_default().to_string();
         self.cache.changed(&path);
@@ -711,13 +717,7 @@ impl Inner {
     /// kernel's next writes are gathered while they go out (after the
     /// writes sent before them: one job runs at a time).
     fn send_in_background(&mut self, fh: u64) -> Result<(), Errno> {
-        self.join();
-        self.take_error(fh)?;
-        let Some(o) = self.opens.get_mut(&fh) else { return Ok(()) };
-        if o.wbuf.is_empty() {
-            return Ok(());
-        }
-        let (ino, fid, off, data) = (o.ino, o.fid, o.wbuf_off, Bytes::from(std::mem::take(&mut o.wbuf)));
+        let Some((ino, fid, off, data)) = self.take_pending(fh)? else { return Ok(()) };
         if let Ok(p) = self.inodes.path(ino) {
             let p = p.to_string();
             self.cache.changed(&p);

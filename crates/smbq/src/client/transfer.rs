@@ -92,13 +92,17 @@ async fn connect(t: &TransferArgs, u: &SmbUrl) -> anyhow::Result<(Share, Connect
     Ok((s, o))
 }
 
-/// Run `jobs` on `workers` connections (the first is `first`); `one` moves one file.
-async fn run_jobs<F, Fut>(first: Share, o: &ConnectOptions, u: &SmbUrl, t: &TransferArgs, jobs: Vec<Job>, pb: &ProgressBar, one: F) -> anyhow::Result<(u64, u64)>
+/// Run `jobs` on up to `t.jobs` connections (the first is `first`) with a
+/// progress bar, then report; `one` moves one file.
+async fn run_jobs<F, Fut>(first: Share, o: &ConnectOptions, u: &SmbUrl, t: &TransferArgs, jobs: Vec<Job>, started: Instant, one: F) -> anyhow::Result<()>
 where
     F: Fn(Share, Job, ProgressBar, bool) -> Fut + Send + Sync + 'static + Clone,
     Fut: std::future::Future<Output = (Share, anyhow::Result<u64>)> + Send,
 {
     let n = jobs.len() as u64;
+    let total: u64 = jobs.iter().map(|j| j.size).sum();
+    let pb = &bar(total, t.json);
+    let transport = first.transport().name();
     let queue = Arc::new(std::sync::Mutex::new(jobs));
     let workers = t.jobs.clamp(1, 32).min(n.max(1) as usize);
     let mut tasks = tokio::task::JoinSet::new();
@@ -129,7 +133,8 @@ where
     while let Some(r) = tasks.join_next().await {
         skipped += r??;
     }
-    Ok((n, skipped))
+    pb.finish_and_clear();
+    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport })
 }
 
 pub async fn get(a: GetArgs) -> anyhow::Result<()> {
@@ -152,12 +157,7 @@ pub async fn get(a: GetArgs) -> anyhow::Result<()> {
     } else {
         jobs.push(Job { remote: u.path.clone(), local, size: info.size });
     }
-    let total = jobs.iter().map(|j| j.size).sum();
-    let pb = bar(total, a.t.json);
-    let transport = s.transport().name();
-    let (files, skipped) = run_jobs(s, &o, &u, &a.t, jobs, &pb, get_one).await?;
-    pb.finish_and_clear();
-    report(&a.t, Summary { files, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport })
+    run_jobs(s, &o, &u, &a.t, jobs, started, get_one).await
 }
 
 /// Every file under remote `dir` (directories made locally as found).
@@ -306,12 +306,7 @@ pub async fn put(a: PutArgs) -> anyhow::Result<()> {
     } else {
         jobs.push(Job { remote: target, local: a.local.clone(), size: meta.len() });
     }
-    let total = jobs.iter().map(|j| j.size).sum();
-    let pb = bar(total, a.t.json);
-    let transport = s.transport().name();
-    let (files, skipped) = run_jobs(s, &o, &u, &a.t, jobs, &pb, put_one).await?;
-    pb.finish_and_clear();
-    report(&a.t, Summary { files, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport })
+    run_jobs(s, &o, &u, &a.t, jobs, started, put_one).await
 }
 
 /// Every file under local `dir`; remote directories made as found.
