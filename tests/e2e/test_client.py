@@ -339,3 +339,31 @@ def test_mount_survives_lost_connections(kind: str, start_server, tmp_path: Path
     log = m.stderr.read()
     assert proxy.connections >= 3, (proxy.connections, log)
     assert log.count("reconnected to") >= 2, log
+
+
+def test_auto_prefers_quic(tmp_path: Path):
+    """A server with QUIC and TCP on the same port number: auto uses QUIC and says so."""
+    work = tmp_path / "srv"
+    (work / "share").mkdir(parents=True)
+    users = work / "users"
+    password = "auto-test-password-1"
+    subprocess.run([str(servers.smbq_bin()), "user", "add", "tester", "--users", str(users), "--password-stdin"],
+                   input=password + "\n", text=True, check=True, capture_output=True, timeout=30)
+    port = servers.free_port()
+    srv = subprocess.Popen([str(servers.smbq_bin()), "serve", str(work / "share"), "--tcp", f"127.0.0.1:{port}", "--quic", f"127.0.0.1:{port}",
+                            "--users", str(users), "--state-dir", str(work / "state")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        import time
+        deadline = time.monotonic() + 30
+        cert = work / "state" / "tls" / "cert.pem"
+        while not (cert.exists() and servers._port_open(port)):
+            assert srv.poll() is None and time.monotonic() < deadline, "smbq serve did not start"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        env = dict(os.environ, SMBQ_PASSWORD=password)
+        r = subprocess.run([str(servers.smbq_bin()), "ls", "--fingerprint", fingerprint(cert), f"smb://tester@127.0.0.1:{port}/share"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "connected over QUIC" in r.stderr, r.stderr
+    finally:
+        srv.terminate()
+        srv.wait(15)
