@@ -103,8 +103,7 @@ pub async fn connect(host: &str, port: Option<u16>, o: &ConnectOptions, client_g
     match o.transport {
         Transport::Auto => match connect_on(host, port, Transport::Quic, o, o.quic_timeout, client_guid).await {
             Ok(s) => Ok(s),
-            Err(e @ ClientError::Certificate(_)) => Err(e),
-            Err(ClientError::Status(c, st)) => Err(ClientError::Status(c, st)),
+            Err(e @ (ClientError::Certificate(_) | ClientError::Status(..))) => Err(e),
             Err(quic) => connect_on(host, port, Transport::Tcp, o, o.timeout, client_guid).await.map_err(|tcp| ClientError::Unreachable(format!("QUIC: {quic}; TCP: {tcp}"))),
         },
         t => connect_on(host, port, t, o, o.timeout, client_guid).await,
@@ -180,7 +179,7 @@ struct Pinned {
 impl ServerCertVerifier for Pinned {
     fn verify_server_cert(&self, end_entity: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<ServerCertVerified, rustls::Error> {
         match self.fingerprint {
-            Some(fp) if smbq_crypto::tls::parse_fingerprint(&smbq_crypto::tls::fingerprint(end_entity)) != Some(fp) => {
+            Some(fp) if smbq_crypto::tls::fingerprint_bytes(end_entity) != fp => {
                 Err(rustls::Error::General(format!("the server's certificate has fingerprint {}, not the one pinned", smbq_crypto::tls::fingerprint(end_entity))))
             }
             _ => Ok(ServerCertVerified::assertion()),

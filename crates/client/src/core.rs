@@ -49,6 +49,9 @@ pub const MAX_CREDITS: u32 = 8192;
 /// The largest READ or WRITE this client sends (the 1-8 MiB requests).
 pub const MAX_IO: u32 = 8 << 20;
 
+/// The dialects this client offers (MS-SMB2 2.2.3).
+const DIALECTS: [Dialect; 3] = [Dialect::SMB300, Dialect::SMB302, Dialect::SMB311];
+
 /// Credits asked for on every request: enough for 8 MiB in flight many times over.
 const CREDIT_REQUEST: u16 = 512;
 
@@ -216,7 +219,8 @@ impl Core {
     /// answer a request in flight, its credits are added, and its
     /// signature is checked when it carries one or when the request was
     /// signed. `sealed`: it came in a transform message. Returns the
-    /// header, or `None` for an unsolicited oplock/lease break.
+    /// header, or `None` for what answers nothing yet: an interim
+    /// STATUS_PENDING, or an unsolicited oplock/lease break.
     pub fn on_response(&mut self, msg: &[u8], sealed: bool) -> Result<Option<Header>, ClientError> {
         let h = Header::decode(msg).map_err(|e| ClientError::Protocol(format!("bad response header: {e}")))?;
         if h.flags & flags::SERVER_TO_REDIR == 0 {
@@ -242,7 +246,7 @@ impl Core {
                 }
             }
         }
-        Ok(Some(h))
+        Ok((!interim).then_some(h))
     }
 
     /// Unseal a response if it is a transform message.
@@ -273,7 +277,7 @@ impl Core {
             ctxs.push((ctx::TRANSPORT_CAPABILITIES, ACCEPT_TRANSPORT_LEVEL_SECURITY.to_le_bytes().to_vec()));
         }
         let mut m = vec![0u8; HEADER_LEN];
-        encode_request(&mut m, 0, &[Dialect::SMB300, Dialect::SMB302, Dialect::SMB311], security_mode::SIGNING_ENABLED, 0x44, self.client_guid, &ctxs);
+        encode_request(&mut m, 0, &DIALECTS, security_mode::SIGNING_ENABLED, 0x44, self.client_guid, &ctxs);
         m.split_off(HEADER_LEN)
     }
 
@@ -289,7 +293,7 @@ impl Core {
         r.skip(2).map_err(bad)?;
         self.server_requires_signing = r.u16().map_err(bad)? & security_mode::SIGNING_REQUIRED != 0;
         self.dialect = Dialect(r.u16().map_err(bad)?);
-        if ![Dialect::SMB300, Dialect::SMB302, Dialect::SMB311].contains(&self.dialect) {
+        if !DIALECTS.contains(&self.dialect) {
             return Err(ClientError::Protocol(format!("the server chose dialect {:#06x}, which this client did not offer", self.dialect.0)));
         }
         let ctx_count = r.u16().map_err(bad)? as usize;

@@ -201,13 +201,10 @@ impl Client {
             } else {
                 (m, tail)
             };
-            let Some(h) = self.core.on_response(&m, sealed)? else {
-                continue; // an oplock or lease break: this client holds none
-            };
-            if h.is_async() && NtStatus(h.status) == NtStatus::PENDING {
-                continue;
+            // An interim answer, or an oplock or lease break (this client holds none), is skipped.
+            if self.core.on_response(&m, sealed)?.is_some() {
+                return Ok((m, tail));
             }
-            return Ok((m, tail));
         }
     }
 
@@ -284,7 +281,7 @@ impl Client {
 
     /// NTLMv2 through SPNEGO as `domain\user` (MS-SMB2 3.2.4.2.3, 3.2.5.3).
     pub async fn login_as(&mut self, user: &str, domain: &str, password: &str) -> Result<(), ClientError> {
-        let mut auth = ClientAuth::new(user, domain, password, filetime_now());
+        let mut auth = ClientAuth::new(user, domain, password, share::filetime(std::time::SystemTime::now()));
         let mut token = auth.step(None).map_err(|e| ClientError::Protocol(e.to_string()))?.unwrap_or_default();
         loop {
             let mut b = vec![0u8; HEADER_LEN];
@@ -338,20 +335,9 @@ impl Client {
 
     /// Open or create `path` for read and write (and delete).
     pub async fn create(&mut self, path: &str, disp: u32, options: u32) -> Result<(FileId, CreateResponse), ClientError> {
-        let req = CreateRequest {
-            oplock_level: 0,
-            impersonation_level: 2,
-            desired_access: 0x0013_019F, // read/write data+attributes, delete, read control, synchronize
-            file_attributes: 0,
-            share_access: 7,
-            disposition: disp,
-            options,
-            name: path.to_string(),
-            contexts: Vec::new(),
-        };
-        let mut b = vec![0u8; HEADER_LEN];
-        req.encode(&mut b, 0);
-        let (_, r) = self.call(Command::CREATE, 1, &b[HEADER_LEN..]).await?;
+        // read/write data+attributes, delete, read control, synchronize
+        let body = create_body(path, 0x0013_019F, disp, options, 0, 0, &[]);
+        let (_, r) = self.call(Command::CREATE, 1, &body).await?;
         let (resp, _) = CreateResponse::decode(&r).map_err(|e| ClientError::Protocol(e.to_string()))?;
         Ok((resp.file_id, resp))
     }
@@ -513,6 +499,25 @@ impl Client {
     }
 }
 
+/// A CREATE request body (MS-SMB2 2.2.13) sharing read, write and delete;
+/// `name` goes as it is.
+pub fn create_body(name: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let req = CreateRequest {
+        oplock_level,
+        impersonation_level: 2,
+        desired_access,
+        file_attributes,
+        share_access: 7,
+        disposition: disp,
+        options: create_options,
+        name: name.to_string(),
+        contexts: contexts.iter().map(|(name, data)| smbq_wire::create::CreateContext { name, data }).collect(),
+    };
+    let mut b = vec![0u8; HEADER_LEN];
+    req.encode(&mut b, 0);
+    b.split_off(HEADER_LEN)
+}
+
 /// The messages of a compound response (MS-SMB2 3.2.5.1.1): each
 /// NextCommand must point inside the frame at an 8-byte boundary.
 fn split_chain(mut m: Vec<u8>) -> Result<Vec<Vec<u8>>, ClientError> {
@@ -578,7 +583,3 @@ pub fn charge(len: usize) -> u16 {
     (len.max(1).div_ceil(65536)).min(u16::MAX as usize) as u16
 }
 
-fn filetime_now() -> u64 {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    (d.as_secs() + 11_644_473_600) * 10_000_000 + u64::from(d.subsec_nanos() / 100)
-}

@@ -8,7 +8,7 @@ use crate::core::check;
 use crate::url::{to_smb_path, SmbUrl};
 use crate::{Client, ClientError};
 use bytes::Bytes;
-use smbq_wire::create::{ctx_name, disposition, options, CreateContext, CreateRequest, CreateResponse};
+use smbq_wire::create::{ctx_name, disposition, options, CreateResponse};
 use smbq_wire::fscc::{attr, class, fs_class};
 use smbq_wire::header::HEADER_LEN;
 use smbq_wire::query_info::info_type;
@@ -134,8 +134,15 @@ impl Share {
         }
         let mut session = connect(&url.host, url.port, o, None).await?;
         session.client.tree_connect(&url.unc()).await?;
-        let chunk = (1u32 << 20).min(session.client.core.max_read).min(session.client.core.max_write);
-        Ok(Share { session, url: url.clone(), options: o.clone(), chunk, depth: 16 })
+        let mut s = Share { session, url: url.clone(), options: o.clone(), chunk: 0, depth: 16 };
+        s.set_request_size(1 << 20);
+        Ok(s)
+    }
+
+    /// READ and WRITE requests of `bytes`, or the server's maximum if less.
+    pub fn set_request_size(&mut self, bytes: u32) {
+        let core = &self.session.client.core;
+        self.chunk = bytes.min(core.max_read).min(core.max_write);
     }
 
     /// Connect again after a lost connection: a new connection over the
@@ -193,7 +200,7 @@ impl Share {
         let (_, r) = self.client().call(Command::CREATE, 1, &body).await?;
         let (resp, answered) = CreateResponse::decode(&r).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
         let mut info = FileInfo::from_create(&resp);
-        info.name = path.rsplit(['\\', '/']).next().unwrap_or("").to_string();
+        info.name = base_name(path);
         Ok((Handle { fid: resp.file_id, info }, answered.iter().map(|c| c.name.to_vec()).collect()))
     }
 
@@ -203,9 +210,7 @@ impl Share {
     }
 
     pub async fn close(&mut self, fid: FileId) -> Result<(), ClientError> {
-        let mut b = Vec::new();
-        smbq_wire::close::CloseRequest { flags: 0, file_id: fid }.encode(&mut b);
-        self.client().call(Command::CLOSE, 1, &b).await.map(|_| ())
+        self.client().close(fid).await
     }
 
     /// Metadata of `path` in one round trip: CREATE, QUERY_INFO
@@ -229,7 +234,7 @@ impl Share {
         check(&created, Command::CREATE)?;
         let (resp, _) = CreateResponse::decode(&created).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
         let mut info = FileInfo::from_create(&resp);
-        info.name = path.rsplit('\\').next().unwrap_or("").to_string();
+        info.name = base_name(path);
         let queried = queried?;
         check(&queried, Command::QUERY_INFO)?;
         let all = info_buffer(&queried)?;
@@ -437,22 +442,14 @@ pub async fn list_shares(host: &str, port: Option<u16>, o: &ConnectOptions) -> R
     srvsvc::decode_share_enum(&stub).map_err(rpc)
 }
 
-/// A CREATE request body.
+/// A CREATE request body for `path` (`/` or `\\` separated).
 fn create_body(path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])]) -> Vec<u8> {
-    let req = CreateRequest {
-        oplock_level,
-        impersonation_level: 2,
-        desired_access,
-        file_attributes,
-        share_access: 7,
-        disposition: disp,
-        options: create_options,
-        name: to_smb_path(&path.replace('\\', "/")),
-        contexts: contexts.iter().map(|(name, data)| CreateContext { name, data }).collect(),
-    };
-    let mut b = vec![0u8; HEADER_LEN];
-    req.encode(&mut b, 0);
-    b.split_off(HEADER_LEN)
+    crate::create_body(&to_smb_path(&path.replace('\\', "/")), desired_access, disp, create_options, file_attributes, oplock_level, contexts)
+}
+
+/// The last component of `path` (`/` or `\\` separated).
+fn base_name(path: &str) -> String {
+    path.rsplit(['\\', '/']).next().unwrap_or("").to_string()
 }
 
 /// The output buffer of a QUERY_INFO response (MS-SMB2 2.2.38).

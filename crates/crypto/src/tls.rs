@@ -32,11 +32,15 @@ mod tests {
     }
 }
 
+/// The SHA-256 of a DER certificate: what pins compare.
+pub fn fingerprint_bytes(der: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(der).into()
+}
+
 /// `AB:CD:...` SHA-256 of a DER certificate (how `smbq cert show` prints it).
 pub fn fingerprint(der: &[u8]) -> String {
-    use sha2::Digest;
-    let d = sha2::Sha256::digest(der);
-    d.iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+    fingerprint_bytes(der).iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
 }
 
 /// Parse a SHA-256 fingerprint written with or without colons, any case.

@@ -41,7 +41,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
-use sha2::{Digest, Sha256};
 use smbq_auth::state_file;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -328,7 +327,7 @@ fn sync_dirs(cert: &Path, key: &Path) -> Result<(), TlsError> {
     Ok(())
 }
 
-pub use smbq_crypto::tls::{fingerprint, parse_fingerprint};
+pub use smbq_crypto::tls::{fingerprint, fingerprint_bytes, parse_fingerprint};
 
 /// Which clients may connect over QUIC.
 #[derive(Clone, Debug, Default)]
@@ -395,8 +394,7 @@ impl ClientCertVerifier for AllowList {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let fp: [u8; 32] = Sha256::digest(end_entity.as_ref()).into();
-        if self.fingerprints.contains(&fp) {
+        if self.fingerprints.contains(&fingerprint_bytes(end_entity)) {
             return Ok(ClientCertVerified::assertion());
         }
         if let Some(ca) = &self.ca {
@@ -496,10 +494,6 @@ mod tests {
         assert!(!fresh);
         assert_eq!(again.fingerprint(), id.fingerprint());
         assert_eq!(parse_fingerprint(&id.fingerprint()).map(|f| fingerprint_bytes(&id.chain[0]) == f), Some(true));
-    }
-
-    fn fingerprint_bytes(der: &[u8]) -> [u8; 32] {
-        Sha256::digest(der).into()
     }
 
     #[test]

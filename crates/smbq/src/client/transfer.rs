@@ -88,7 +88,7 @@ fn bar(total: u64, json: bool) -> ProgressBar {
 async fn connect(t: &TransferArgs, u: &SmbUrl) -> anyhow::Result<(Share, ConnectOptions)> {
     let o = t.conn.options(u)?;
     let mut s = t.conn.share(u, &o).await?;
-    s.chunk = (t.request_mib << 20).min(s.client().core.max_read).min(s.client().core.max_write);
+    s.set_request_size(t.request_mib << 20);
     Ok((s, o))
 }
 
@@ -112,7 +112,7 @@ where
             Some(s) => s,
             None => {
                 let mut s = Share::connect(u, o).await?;
-                s.chunk = (t.request_mib << 20).min(s.client().core.max_read).min(s.client().core.max_write);
+                s.set_request_size(t.request_mib << 20);
                 s
             }
         };
