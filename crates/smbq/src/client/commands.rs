@@ -78,19 +78,28 @@ fn has_wildcard(s: &str) -> bool {
     s.contains(['*', '?', '<', '>', '"'])
 }
 
-/// Connect once for several URLs on the same server and share.
-async fn one_share(conn: &ConnectArgs, urls: &[SmbUrl]) -> anyhow::Result<Share> {
+/// Parse URLs on one server and share, and connect once for them all.
+async fn one_share(conn: &ConnectArgs, args: &[String]) -> anyhow::Result<(Vec<SmbUrl>, Share)> {
+    let urls: Vec<SmbUrl> = args.iter().map(|u| url(u)).collect::<Result<_, _>>()?;
     let first = urls.first().ok_or_else(|| ClientError::Usage("no URL".into()))?;
     if let Some(u) = urls.iter().find(|u| (&u.host, u.port, &u.share) != (&first.host, first.port, &first.share)) {
         anyhow::bail!(ClientError::Usage(format!("{u} is on another server or share than {first}: give one share per command")));
     }
     let o = conn.options(first)?;
-    conn.share(first, &o).await
+    let s = conn.share(first, &o).await?;
+    Ok((urls, s))
+}
+
+/// Entries as one JSON array on stdout.
+fn print_json(out: &mut impl Write, entries: &[FileInfo]) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &entries.iter().map(Entry::of).collect::<Vec<_>>())?;
+    writeln!(out)?;
+    Ok(())
 }
 
 pub async fn ls(a: LsArgs) -> anyhow::Result<()> {
-    let u = url(&a.url)?;
-    let mut s = one_share(&a.conn, std::slice::from_ref(&u)).await?;
+    let (urls, mut s) = one_share(&a.conn, std::slice::from_ref(&a.url)).await?;
+    let u = &urls[0];
     let (dir, pattern) = if has_wildcard(u.file_name()) {
         (u.path.rsplit_once('/').map(|(d, _)| d).unwrap_or("").to_string(), u.file_name().to_string())
     } else {
@@ -110,8 +119,7 @@ pub async fn ls(a: LsArgs) -> anyhow::Result<()> {
     entries.sort_by(|x, y| x.name.cmp(&y.name));
     let mut out = std::io::stdout().lock();
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &entries.iter().map(Entry::of).collect::<Vec<_>>())?;
-        writeln!(out)?;
+        print_json(&mut out, &entries)?;
     } else {
         for e in &entries {
             writeln!(out, "{}", long_line(e))?;
@@ -122,10 +130,15 @@ pub async fn ls(a: LsArgs) -> anyhow::Result<()> {
 
 /// `d  1048576  2026-11-26 15:04  name`
 fn long_line(e: &FileInfo) -> String {
-    let t = system_time(e.written).duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    format!("{} {:>14}  {}  {}{}", if e.is_dir() { 'd' } else { '-' }, e.size, utc(e.written), e.name, if e.is_dir() { "/" } else { "" })
+}
+
+/// A FILETIME as `2026-11-26 15:04` (UTC).
+fn utc(filetime: u64) -> String {
+    let t = system_time(filetime).duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     let (days, rem) = (t.div_euclid(86400), t.rem_euclid(86400));
     let (y, m, d) = civil(days);
-    format!("{} {:>14}  {y:04}-{m:02}-{d:02} {:02}:{:02}  {}{}", if e.is_dir() { 'd' } else { '-' }, e.size, rem / 3600, rem % 3600 / 60, e.name, if e.is_dir() { "/" } else { "" })
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
 }
 
 /// Days since 1970-01-01 as (year, month, day) (H. Hinnant's civil_from_days).
@@ -142,8 +155,7 @@ fn civil(z: i64) -> (i64, u32, u32) {
 }
 
 pub async fn stat(a: UrlsArgs) -> anyhow::Result<()> {
-    let urls: Vec<SmbUrl> = a.urls.iter().map(|u| url(u)).collect::<Result<_, _>>()?;
-    let mut s = one_share(&a.conn, &urls).await?;
+    let (urls, mut s) = one_share(&a.conn, &a.urls).await?;
     let mut all = Vec::new();
     for u in &urls {
         let mut info = s.stat(&u.path).await.with_context(|| format!("{u}"))?;
@@ -152,20 +164,12 @@ pub async fn stat(a: UrlsArgs) -> anyhow::Result<()> {
     }
     let mut out = std::io::stdout().lock();
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &all.iter().map(Entry::of).collect::<Vec<_>>())?;
-        writeln!(out)?;
-        return Ok(());
+        return print_json(&mut out, &all);
     }
     for (u, i) in urls.iter().zip(&all) {
-        writeln!(out, "{u}\n  type: {}\n  size: {}\n  allocated: {}\n  attributes: 0x{:08x}\n  modified: {}\n  created: {}\n  file id: {}\n  links: {}", if i.is_dir() { "directory" } else { "file" }, i.size, i.allocation, i.attributes, long_time(i.written), long_time(i.created), i.file_id, i.links)?;
+        writeln!(out, "{u}\n  type: {}\n  size: {}\n  allocated: {}\n  attributes: 0x{:08x}\n  modified: {}\n  created: {}\n  file id: {}\n  links: {}", if i.is_dir() { "directory" } else { "file" }, i.size, i.allocation, i.attributes, utc(i.written) + " UTC", utc(i.created) + " UTC", i.file_id, i.links)?;
     }
     Ok(())
-}
-
-fn long_time(ft: u64) -> String {
-    let e = FileInfo { written: ft, ..FileInfo::default() };
-    let l = long_line(&e);
-    l.split_whitespace().skip(2).take(2).collect::<Vec<_>>().join(" ") + " UTC"
 }
 
 /// What `rm`, `mkdir` and `rmdir` do to each URL.
@@ -177,8 +181,7 @@ pub enum Each {
 }
 
 pub async fn each(a: UrlsArgs, what: Each) -> anyhow::Result<()> {
-    let urls: Vec<SmbUrl> = a.urls.iter().map(|u| url(u)).collect::<Result<_, _>>()?;
-    let mut s = one_share(&a.conn, &urls).await?;
+    let (urls, mut s) = one_share(&a.conn, &a.urls).await?;
     for u in &urls {
         if u.path.is_empty() {
             anyhow::bail!(ClientError::Usage(format!("{u} is the share's root")));
@@ -194,8 +197,8 @@ pub async fn each(a: UrlsArgs, what: Each) -> anyhow::Result<()> {
 }
 
 pub async fn mv(a: MvArgs) -> anyhow::Result<()> {
-    let (from, to) = (url(&a.from)?, url(&a.to)?);
-    let mut s = one_share(&a.conn, &[from.clone(), to.clone()]).await?;
+    let (urls, mut s) = one_share(&a.conn, &[a.from.clone(), a.to.clone()]).await?;
+    let (from, to) = (&urls[0], urls[1].clone());
     // Into a directory that exists: keep the name, as mv(1) does.
     let target = match s.stat(&to.path).await {
         Ok(i) if i.is_dir() => to.join(from.file_name()),
@@ -206,8 +209,7 @@ pub async fn mv(a: MvArgs) -> anyhow::Result<()> {
 }
 
 pub async fn cat(a: UrlsArgs) -> anyhow::Result<()> {
-    let urls: Vec<SmbUrl> = a.urls.iter().map(|u| url(u)).collect::<Result<_, _>>()?;
-    let mut s = one_share(&a.conn, &urls).await?;
+    let (urls, mut s) = one_share(&a.conn, &a.urls).await?;
     let mut out = std::io::stdout().lock();
     for u in &urls {
         let h = s.open_read(&u.path).await.with_context(|| format!("{u}"))?;
