@@ -33,8 +33,7 @@
 //! bit (smbtorture smb2.notify.mask-change). IN_CLOSE_WRITE alone is no
 //! change: creating a file and closing it unwritten reports only ADDED on
 //! Windows, and every write raises IN_MODIFY already. Changes inotify
-//! cannot see (attributes smbq does not store) come in through
-//! [`changed`].
+//! cannot see come in through [`changed`].
 //!
 //! Watches and buffers go when the open closes: the connection forgets
 //! them when it sees the open gone, and the thread drops those whose open

@@ -21,6 +21,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 
+pub mod dosattrib;
 mod error;
 mod mem;
 mod posix;
@@ -80,9 +81,11 @@ pub struct FileStat {
     pub last_access_time: u64,
     pub last_write_time: u64,
     pub change_time: u64,
-    /// FILE_ATTRIBUTE_* (MS-FSCC 2.6): DIRECTORY for directories, ARCHIVE
-    /// for everything else, plus READONLY when the owner has no write
-    /// permission. HIDDEN is never set.
+    /// FILE_ATTRIBUTE_* (MS-FSCC 2.6): those stored in `user.DOSATTRIB`
+    /// (see [`FileObject::set_attributes`]), with DIRECTORY for
+    /// directories, and NORMAL when no other is set. Without the extended
+    /// attribute: DIRECTORY for directories, ARCHIVE for everything else,
+    /// plus READONLY when the owner has no write permission.
     pub attributes: u32,
     pub nlink: u32,
     pub is_dir: bool,
@@ -109,9 +112,11 @@ pub struct FsStat {
 }
 
 /// Time changes for SET_INFO FileBasicInformation: `None` leaves a time
-/// unchanged (the client sent 0 or -1).
+/// unchanged (the client sent 0 or -1). The creation time is kept in
+/// `user.DOSATTRIB`; the others are the POSIX times.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SetTimes {
+    pub creation_time: Option<u64>,
     pub last_access_time: Option<u64>,
     pub last_write_time: Option<u64>,
 }
@@ -164,7 +169,8 @@ pub trait FileObject: Send + Sync + std::fmt::Debug {
     fn set_len(&self, len: u64) -> Result<(), FsError>;
     fn set_allocation(&self, len: u64) -> Result<(), FsError>;
     fn set_times(&self, t: &SetTimes) -> Result<(), FsError>;
-    fn set_readonly(&self, ro: bool) -> Result<(), FsError>;
+    /// See [`Handle::set_attributes`].
+    fn set_attributes(&self, attributes: u32) -> Result<(), FsError>;
     fn sync(&self) -> Result<(), FsError>;
     /// `path`: the handle's current share-relative path.
     fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError>;
@@ -268,10 +274,14 @@ impl Handle {
     pub fn set_times(&self, t: &SetTimes) -> Result<(), FsError> {
         self.file.set_times(t)
     }
-    /// Set FILE_ATTRIBUTE_READONLY (clears all write bits) or clear it
-    /// (sets the owner write bit).
-    pub fn set_readonly(&self, ro: bool) -> Result<(), FsError> {
-        self.file.set_readonly(ro)
+    /// Store the FILE_ATTRIBUTE_* bits in [`STORED_ATTRIBUTES`] of
+    /// `attributes` (MS-FSA 2.1.5.14.2), replacing those stored before; the
+    /// others (DIRECTORY, NORMAL) are implied, not stored. Kept in
+    /// `user.DOSATTRIB` as Samba keeps them; where the file system has no
+    /// user extended attributes, READONLY alone maps to the write bits
+    /// and the other attributes are NOT_SUPPORTED.
+    pub fn set_attributes(&self, attributes: u32) -> Result<(), FsError> {
+        self.file.set_attributes(attributes)
     }
     pub fn sync(&self) -> Result<(), FsError> {
         self.file.sync()
@@ -318,6 +328,11 @@ impl FileSystem for PosixFs {
 pub fn check_name(path: &str) -> Result<(), FsError> {
     posix::check_name(path)
 }
+
+/// The FILE_ATTRIBUTE_* bits (MS-FSCC 2.6) a file keeps: READONLY,
+/// HIDDEN, SYSTEM, ARCHIVE, TEMPORARY, SPARSE_FILE, OFFLINE and
+/// NOT_CONTENT_INDEXED.
+pub const STORED_ATTRIBUTES: u32 = 0x0001 | 0x0002 | 0x0004 | 0x0020 | 0x0100 | 0x0200 | 0x1000 | 0x2000;
 
 /// Unix seconds+nanos to FILETIME (MS-DTYP 2.3.3: 100 ns units since
 /// 1601-01-01). Times before 1601 become 0; `nanos` is below 10^9.

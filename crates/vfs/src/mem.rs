@@ -21,6 +21,7 @@ const TOTAL_BLOCKS: u64 = 1 << 20;
 const ATTR_READONLY: u32 = 0x01;
 const ATTR_DIRECTORY: u32 = 0x10;
 const ATTR_ARCHIVE: u32 = 0x20;
+const ATTR_NORMAL: u32 = 0x80;
 
 #[derive(Debug)]
 struct Node {
@@ -31,7 +32,8 @@ struct Node {
     accessed: u64,
     written: u64,
     changed: u64,
-    readonly: bool,
+    /// Stored FILE_ATTRIBUTE_* ([`crate::STORED_ATTRIBUTES`]).
+    attributes: u32,
     /// 0 once unlinked (open handles keep it).
     nlink: u32,
 }
@@ -69,7 +71,7 @@ impl Tree {
     fn add(&mut self, path: String, is_dir: bool, now: u64) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
-        let node = Node { is_dir, data: Vec::new(), allocation: 0, created: now, accessed: now, written: now, changed: now, readonly: false, nlink: 1 };
+        let node = Node { is_dir, data: Vec::new(), allocation: 0, created: now, accessed: now, written: now, changed: now, attributes: if is_dir { 0 } else { ATTR_ARCHIVE }, nlink: 1 };
         self.nodes.insert(id, node);
         self.names.insert(path, id);
         id
@@ -97,10 +99,10 @@ impl Tree {
     fn stat(&self, id: u64) -> Result<FileStat, FsError> {
         let n = self.node(id)?;
         let size = if n.is_dir { 0 } else { n.data.len() as u64 };
-        let mut attributes = if n.is_dir { ATTR_DIRECTORY } else { ATTR_ARCHIVE };
-        if n.readonly {
-            attributes |= ATTR_READONLY;
-        }
+        let attributes = match n.attributes | if n.is_dir { ATTR_DIRECTORY } else { 0 } {
+            0 => ATTR_NORMAL,
+            a => a,
+        };
         Ok(FileStat {
             file_id: id,
             size,
@@ -182,7 +184,7 @@ impl FileSystem for MemFs {
                     _ if truncate && n.is_dir => return Err(status(NtStatus::FILE_IS_A_DIRECTORY)),
                     _ => {}
                 }
-                if (opts.write || truncate) && n.readonly && !n.is_dir {
+                if (opts.write || truncate) && n.attributes & ATTR_READONLY != 0 && !n.is_dir {
                     return Err(status(NtStatus::ACCESS_DENIED));
                 }
                 if truncate {
@@ -380,6 +382,9 @@ impl FileObject for MemFile {
         let now = (self.clock)();
         let mut tree = lock(&self.tree);
         let n = tree.node_mut(self.id)?;
+        if let Some(c) = t.creation_time {
+            n.created = c;
+        }
         if let Some(a) = t.last_access_time {
             n.accessed = a;
         }
@@ -390,11 +395,11 @@ impl FileObject for MemFile {
         Ok(())
     }
 
-    fn set_readonly(&self, ro: bool) -> Result<(), FsError> {
+    fn set_attributes(&self, attributes: u32) -> Result<(), FsError> {
         let now = (self.clock)();
         let mut tree = lock(&self.tree);
         let n = tree.node_mut(self.id)?;
-        n.readonly = ro;
+        n.attributes = attributes & crate::STORED_ATTRIBUTES;
         n.changed = now;
         Ok(())
     }

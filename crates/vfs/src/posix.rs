@@ -3,9 +3,10 @@
 //! directory fd obtained that way), so neither `..` nor an absolute or
 //! relative symlink can reach outside the share: the kernel answers EXDEV.
 
+use crate::dosattrib::{self, DosInfo};
 use crate::{
     filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Handle, Kind,
-    OpenOptions, PosixFs, SetTimes,
+    OpenOptions, PosixFs, SetTimes, STORED_ATTRIBUTES,
 };
 use rustix::fs::{
     self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Statx,
@@ -13,7 +14,7 @@ use rustix::fs::{
 };
 use rustix::io::Errno;
 use smbq_wire::NtStatus;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use std::sync::Arc;
 const FILE_ATTRIBUTE_READONLY: u32 = 0x0000_0001;
 const FILE_ATTRIBUTE_DIRECTORY: u32 = 0x0000_0010;
 const FILE_ATTRIBUTE_ARCHIVE: u32 = 0x0000_0020;
+const FILE_ATTRIBUTE_NORMAL: u32 = 0x0000_0080;
 
 /// Longest component (bytes), as NAME_MAX on Linux and 255 UTF-16 units on NTFS.
 const MAX_COMPONENT: usize = 255;
@@ -182,36 +184,74 @@ fn ft(t: &StatxTimestamp) -> u64 {
     filetime(t.tv_sec, i64::from(t.tv_nsec))
 }
 
-/// Statx to SMB metadata. Creation time is the birth time when the file
-/// system records one, else the oldest of the other times.
-fn to_stat(x: &Statx) -> FileStat {
-    let (atime, mtime, ctime) = (ft(&x.stx_atime), ft(&x.stx_mtime), ft(&x.stx_ctime));
-    let creation_time = if x.stx_mask & StatxFlags::BTIME.bits() != 0 {
+/// The path of an open fd, for the *xattr calls that take a path: the
+/// f*xattr calls refuse O_PATH fds (EBADF), which lookups give.
+fn proc_path(fd: BorrowedFd<'_>) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// The `user.DOSATTRIB` of the object `fd` is open on; `None` when it has
+/// none (or one we cannot parse, or the file system keeps none).
+fn dos_info(fd: BorrowedFd<'_>) -> Option<DosInfo> {
+    let mut buf = [0u8; 128];
+    let n = match rfs::fgetxattr(fd, dosattrib::NAME, &mut buf[..]) {
+        Err(Errno::BADF) => rfs::getxattr(proc_path(fd), dosattrib::NAME, &mut buf[..]),
+        r => r,
+    }
+    .ok()?;
+    dosattrib::decode(buf.get(..n)?)
+}
+
+/// Store `info` as the `user.DOSATTRIB` of the object `fd` is open on.
+fn set_dos_info(fd: BorrowedFd<'_>, info: &DosInfo) -> Result<(), Errno> {
+    let value = dosattrib::encode(info);
+    match rfs::fsetxattr(fd, dosattrib::NAME, &value, rfs::XattrFlags::empty()) {
+        Err(Errno::BADF) => rfs::setxattr(proc_path(fd), dosattrib::NAME, &value, rfs::XattrFlags::empty()),
+        r => r,
+    }
+}
+
+/// The birth time when the file system records one, else the oldest of
+/// the other times.
+fn birth_time(x: &Statx) -> u64 {
+    if x.stx_mask & StatxFlags::BTIME.bits() != 0 {
         ft(&x.stx_btime)
     } else {
-        atime.min(mtime).min(ctime)
-    };
-    let is_dir = file_type(x) == FileType::Directory;
-    let mut attributes = if is_dir {
-        FILE_ATTRIBUTE_DIRECTORY
-    } else {
-        FILE_ATTRIBUTE_ARCHIVE
-    };
-    if x.stx_mode & 0o200 == 0 {
-        attributes |= FILE_ATTRIBUTE_READONLY;
+        ft(&x.stx_atime).min(ft(&x.stx_mtime)).min(ft(&x.stx_ctime))
     }
+}
+
+/// Statx and `user.DOSATTRIB` to SMB metadata (see [`FileStat`]).
+fn to_stat(x: &Statx, dos: Option<DosInfo>) -> FileStat {
+    let is_dir = file_type(x) == FileType::Directory;
+    let dir_bit = if is_dir { FILE_ATTRIBUTE_DIRECTORY } else { 0 };
+    let attributes = match dos.and_then(|d| d.attributes) {
+        Some(a) => match a & STORED_ATTRIBUTES | dir_bit {
+            0 => FILE_ATTRIBUTE_NORMAL,
+            a => a,
+        },
+        None if is_dir => FILE_ATTRIBUTE_DIRECTORY,
+        None if x.stx_mode & 0o200 == 0 => FILE_ATTRIBUTE_ARCHIVE | FILE_ATTRIBUTE_READONLY,
+        None => FILE_ATTRIBUTE_ARCHIVE,
+    };
     FileStat {
         file_id: file_id(x),
         size: x.stx_size,
         allocation_size: x.stx_blocks.saturating_mul(512),
-        creation_time,
-        last_access_time: atime,
-        last_write_time: mtime,
-        change_time: ctime,
+        creation_time: dos.and_then(|d| d.creation_time).unwrap_or_else(|| birth_time(x)),
+        last_access_time: ft(&x.stx_atime),
+        last_write_time: ft(&x.stx_mtime),
+        change_time: ft(&x.stx_ctime),
         attributes,
         nlink: x.stx_nlink,
         is_dir,
     }
+}
+
+/// The metadata of the object `fd` is open on (an O_PATH fd will do).
+fn stat_fd(fd: BorrowedFd<'_>) -> Result<FileStat, FsError> {
+    let x = fstatx(fd).map_err(err)?;
+    Ok(to_stat(&x, dos_info(fd)))
 }
 
 pub(crate) fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
@@ -378,7 +418,7 @@ fn open_existing(
 pub(crate) fn stat_path(fs: &PosixFs, path: &str) -> Result<FileStat, FsError> {
     let comps = split(path)?;
     let fd = lookup(fs.root.as_fd(), &comps)?;
-    fstatx(fd.as_fd()).map(|x| to_stat(&x)).map_err(err)
+    stat_fd(fd.as_fd())
 }
 
 /// Delete `path`. A symlink is removed as a link, even when the handle
@@ -459,7 +499,7 @@ pub(crate) fn stat_fs(fs: &PosixFs) -> Result<FsStat, FsError> {
 }
 
 pub(crate) fn fstat(h: &PosixFile) -> Result<FileStat, FsError> {
-    fstatx(h.fd.as_fd()).map(|x| to_stat(&x)).map_err(err)
+    stat_fd(h.fd.as_fd())
 }
 
 /// pread straight into `out`'s spare capacity (no zeroing pass over a
@@ -606,6 +646,11 @@ pub(crate) fn set_times(h: &PosixFile, t: &SetTimes) -> Result<(), FsError> {
     if h.read_only {
         return Err(FsError::ReadOnly);
     }
+    if let Some(c) = t.creation_time {
+        let mut info = dos_info(h.fd.as_fd()).unwrap_or_default();
+        info.creation_time = Some(c);
+        set_dos_info(h.fd.as_fd(), &info).map_err(err)?;
+    }
     if t.last_access_time.is_none() && t.last_write_time.is_none() {
         return Ok(());
     }
@@ -616,18 +661,35 @@ pub(crate) fn set_times(h: &PosixFile, t: &SetTimes) -> Result<(), FsError> {
     rfs::futimens(&h.fd, &ts).map_err(err)
 }
 
-/// FILE_ATTRIBUTE_READONLY: set clears every write bit, clear restores the
-/// owner's.
-pub(crate) fn set_readonly(h: &PosixFile, ro: bool) -> Result<(), FsError> {
+/// MS-FSA 2.1.5.14.2: the attributes go to `user.DOSATTRIB`, with the
+/// creation time as it reads now (so that a birth time moves with the
+/// file to Samba too). A file system without user extended attributes
+/// keeps READONLY in the write bits (set clears every write bit, clear
+/// restores the owner's) and ARCHIVE implied; others are NOT_SUPPORTED.
+pub(crate) fn set_attributes(h: &PosixFile, attributes: u32) -> Result<(), FsError> {
     if h.read_only {
         return Err(FsError::ReadOnly);
     }
-    let mode = u32::from(fstatx(h.fd.as_fd()).map_err(err)?.stx_mode) & 0o7777;
-    let new = if ro { mode & !0o222 } else { mode | 0o200 };
+    let fd = h.fd.as_fd();
+    let x = fstatx(fd).map_err(err)?;
+    let old = dos_info(fd);
+    let info = DosInfo {
+        attributes: Some(attributes & STORED_ATTRIBUTES),
+        creation_time: Some(old.and_then(|d| d.creation_time).unwrap_or_else(|| birth_time(&x))),
+    };
+    match set_dos_info(fd, &info) {
+        Err(Errno::OPNOTSUPP) => {}
+        r => return r.map_err(err),
+    }
+    if attributes & STORED_ATTRIBUTES & !(FILE_ATTRIBUTE_READONLY | FILE_ATTRIBUTE_ARCHIVE) != 0 {
+        return Err(status(NtStatus::NOT_SUPPORTED));
+    }
+    let mode = u32::from(x.stx_mode) & 0o7777;
+    let new = if attributes & FILE_ATTRIBUTE_READONLY != 0 { mode & !0o222 } else { mode | 0o200 };
     if new == mode {
         return Ok(());
     }
-    rfs::fchmod(&h.fd, Mode::from_raw_mode(new)).map_err(err)
+    rfs::fchmod(fd, Mode::from_raw_mode(new)).map_err(err)
 }
 
 pub(crate) fn sync(h: &PosixFile) -> Result<(), FsError> {
@@ -651,23 +713,17 @@ fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
     let parent = match (&comps, is_root) {
         (Some(c), false) => {
             let p = c.split_last().map_or(&[][..], |(_, p)| p);
-            beneath(root, &rel(p), OFlags::PATH, 0)
-                .and_then(|fd| fstatx(fd.as_fd()))
-                .ok()
+            beneath(root, &rel(p), OFlags::PATH, 0).ok().and_then(|fd| stat_fd(fd.as_fd()).ok())
         }
         _ => None,
     };
+    let me = to_stat(&me, dos_info(h.fd.as_fd()));
     let mut out = vec![
-        DirEntry {
-            name: ".".to_owned(),
-            stat: to_stat(&me),
-        },
-        DirEntry {
-            name: "..".to_owned(),
-            stat: to_stat(parent.as_ref().unwrap_or(&me)),
-        },
+        DirEntry { name: ".".to_owned(), stat: me },
+        DirEntry { name: "..".to_owned(), stat: parent.unwrap_or(me) },
     ];
     let mut entries = Vec::new();
+    let dir_path = proc_path(h.fd.as_fd());
     let mut dir = rfs::Dir::read_from(&h.fd).map_err(err)?;
     while let Some(ent) = dir.read() {
         let ent = ent.map_err(err)?;
@@ -677,23 +733,23 @@ fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
         if name == "." || name == ".." || check_component(name).is_err() {
             continue;
         }
-        let Ok(mut x) = statx_at(h.fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) else {
+        let Ok(x) = statx_at(h.fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
-        if file_type(&x) == FileType::Symlink {
-            if let Some(c) = &comps {
-                let target = format!("{}/{name}", rel(c));
-                if let Ok(t) =
-                    beneath(root, &target, OFlags::PATH, 0).and_then(|fd| fstatx(fd.as_fd()))
-                {
-                    x = t;
-                }
-            }
-        }
-        entries.push(DirEntry {
-            name: name.to_owned(),
-            stat: to_stat(&x),
+        let target = match (&comps, file_type(&x) == FileType::Symlink) {
+            (Some(c), true) => beneath(root, &format!("{}/{name}", rel(c)), OFlags::PATH, 0)
+                .ok()
+                .and_then(|fd| stat_fd(fd.as_fd()).ok()),
+            _ => None,
+        };
+        let stat = target.unwrap_or_else(|| {
+            let mut buf = [0u8; 128];
+            let dos = rfs::lgetxattr(format!("{dir_path}/{name}"), dosattrib::NAME, &mut buf[..])
+                .ok()
+                .and_then(|n| dosattrib::decode(buf.get(..n)?));
+            to_stat(&x, dos)
         });
+        entries.push(DirEntry { name: name.to_owned(), stat });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     out.extend(entries);
@@ -799,8 +855,8 @@ impl FileObject for PosixFile {
     fn set_times(&self, t: &SetTimes) -> Result<(), FsError> {
         set_times(self, t)
     }
-    fn set_readonly(&self, ro: bool) -> Result<(), FsError> {
-        set_readonly(self, ro)
+    fn set_attributes(&self, attributes: u32) -> Result<(), FsError> {
+        set_attributes(self, attributes)
     }
     fn sync(&self) -> Result<(), FsError> {
         sync(self)

@@ -342,8 +342,9 @@ fn read_only_share_refuses_changes() {
     assert_eq!(h.write_at(b"x", 0).unwrap_err().status(), wp);
     assert_eq!(h.set_len(0).unwrap_err().status(), wp);
     assert_eq!(h.set_allocation(0).unwrap_err().status(), wp);
-    assert_eq!(h.set_readonly(true).unwrap_err().status(), wp);
+    assert_eq!(h.set_attributes(0x01).unwrap_err().status(), wp);
     let t = smbq_vfs::SetTimes {
+        creation_time: None,
         last_access_time: Some(1),
         last_write_time: None,
     };

@@ -8,12 +8,15 @@ use smbq_vfs::{
 use smbq_wire::NtStatus;
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 const READONLY: u32 = 0x1;
+const HIDDEN: u32 = 0x2;
+const SYSTEM: u32 = 0x4;
 const DIRECTORY: u32 = 0x10;
 const ARCHIVE: u32 = 0x20;
+const NORMAL: u32 = 0x80;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -489,6 +492,7 @@ fn set_times() {
     // 2001-09-09T01:46:40.1234567Z
     let w = filetime(1_000_000_000, 123_456_700);
     h.set_times(&SetTimes {
+        creation_time: None,
         last_access_time: None,
         last_write_time: Some(w),
     })
@@ -502,6 +506,7 @@ fn set_times() {
     );
     let a = filetime(1_500_000_000, 0);
     h.set_times(&SetTimes {
+        creation_time: None,
         last_access_time: Some(a),
         last_write_time: None,
     })
@@ -514,23 +519,64 @@ fn set_times() {
     assert!(t2.creation_time <= t0.change_time);
 }
 
+/// Attributes and the creation time are kept in `user.DOSATTRIB` as
+/// Samba writes it (version 5: valid flags, attributes, creation time),
+/// not in the mode; a share without the attribute falls back to the mode.
 #[test]
-fn set_readonly() {
+fn attributes_and_creation_time_in_dosattrib() {
     let f = fixture();
     let (h, _) = f.fs.open("x", &file(Disposition::Create)).unwrap();
-    h.set_readonly(true).unwrap();
-    assert_eq!(h.stat().unwrap().attributes, ARCHIVE | READONLY);
-    assert_eq!(fs::metadata(f.share.join("x")).unwrap().mode() & 0o222, 0);
-    h.set_readonly(true).unwrap();
-    h.set_readonly(false).unwrap();
-    assert_eq!(h.stat().unwrap().attributes, ARCHIVE);
-    assert_eq!(
-        fs::metadata(f.share.join("x")).unwrap().mode() & 0o200,
-        0o200
-    );
+    assert_eq!(h.stat().unwrap().attributes, ARCHIVE, "the default without the attribute");
+    let born = h.stat().unwrap().creation_time;
+    h.set_attributes(READONLY | HIDDEN | SYSTEM).unwrap();
+    assert_eq!(h.stat().unwrap().attributes, READONLY | HIDDEN | SYSTEM);
+    assert_eq!(f.fs.stat_path("x").unwrap().attributes, READONLY | HIDDEN | SYSTEM);
+    let dos = xattr(&f.share.join("x"), "user.DOSATTRIB").unwrap();
+    let mut want = vec![0, 0, 5, 0, 5, 0, 0, 0, 0x11, 0, 0, 0, 7, 0, 0, 0];
+    want.extend_from_slice(&born.to_le_bytes());
+    assert_eq!(dos, want, "Samba's layout, the birth time kept");
+    assert_eq!(fs::metadata(f.share.join("x")).unwrap().mode() & 0o200, 0o200, "the mode is left alone");
+    // NORMAL alone clears them all; a listing shows the same.
+    h.set_attributes(NORMAL).unwrap();
+    assert_eq!(h.stat().unwrap().attributes, NORMAL);
+    let (root, _) = f.fs.open("", &dir(Disposition::Open)).unwrap();
+    let listed = root.read_dir().unwrap().into_iter().find(|e| e.name == "x").unwrap();
+    assert_eq!(listed.stat.attributes, NORMAL);
+    // The creation time is settable and kept beside the attributes.
+    let c = filetime(1_000_000_000, 100);
+    h.set_times(&SetTimes { creation_time: Some(c), ..SetTimes::default() }).unwrap();
+    assert_eq!((h.stat().unwrap().creation_time, h.stat().unwrap().attributes), (c, NORMAL));
+    assert_eq!(listed_stat(&f, "x").creation_time, c);
+    // Directories keep theirs too, and always show DIRECTORY.
     let (d, _) = f.fs.open("d", &dir(Disposition::Create)).unwrap();
-    d.set_readonly(true).unwrap();
-    assert_eq!(d.stat().unwrap().attributes, DIRECTORY | READONLY);
+    d.set_attributes(READONLY | HIDDEN).unwrap();
+    assert_eq!(d.stat().unwrap().attributes, DIRECTORY | READONLY | HIDDEN);
+    // A value written by Samba 4.17 (read off its share) is understood.
+    let samba = [0, 0, 5, 0, 5, 0, 0, 0, 0x11, 0, 0, 0, 0x22, 0, 0, 0, 0xd2, 0xef, 0x14, 0xd3, 0xcd, 0x7d, 0xdd, 0x01];
+    put(&f, "from-samba", b"");
+    set_xattr(&f.share.join("from-samba"), "user.DOSATTRIB", &samba);
+    let st = f.fs.stat_path("from-samba").unwrap();
+    assert_eq!((st.attributes, st.creation_time), (ARCHIVE | HIDDEN, 0x01dd_7dcd_d314_efd2));
+    // Without the attribute, the mode gives READONLY.
+    put(&f, "plain", b"");
+    fs::set_permissions(f.share.join("plain"), fs::Permissions::from_mode(0o444)).unwrap();
+    assert_eq!(f.fs.stat_path("plain").unwrap().attributes, ARCHIVE | READONLY);
+}
+
+fn listed_stat(f: &Fixture, name: &str) -> smbq_vfs::FileStat {
+    let (root, _) = f.fs.open("", &dir(Disposition::Open)).unwrap();
+    root.read_dir().unwrap().into_iter().find(|e| e.name == name).unwrap().stat
+}
+
+fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 256];
+    let n = rustix::fs::getxattr(path, name, &mut buf[..]).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+    rustix::fs::setxattr(path, name, value, rustix::fs::XattrFlags::empty()).unwrap();
 }
 
 #[test]

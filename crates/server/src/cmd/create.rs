@@ -415,6 +415,13 @@ fn check_existing(st: &FileStat, entry: Option<&crate::files::FileEntry>, r: &Cr
             return Err(NtStatus::ACCESS_DENIED);
         }
     }
+    //= MS-FSA 2.1.5.1.2.1
+    //# If CreateDisposition is FILE_SUPERSEDE, FILE_OVERWRITE, or
+    //# FILE_OVERWRITE_IF [...] HIDDEN or SYSTEM set on the file and not in
+    //# FileAttributes: STATUS_ACCESS_DENIED.
+    if overwrites(r) && !st.is_dir && st.attributes & (attr::HIDDEN | attr::SYSTEM) & !r.file_attributes != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     if entry.is_some_and(|e| e.delete_pending) {
         return Err(NtStatus::DELETE_PENDING);
     }
@@ -649,9 +656,17 @@ fn open_file(
             }
         }
     }
-    if action == CreateAction::Created && r.file_attributes & attr::READONLY != 0 && !st.is_dir {
-        h.set_readonly(true).map_err(NtStatus::from)?;
-        st.attributes |= attr::READONLY;
+    // MS-FSA 2.1.5.1.1 and 2.1.5.1.2.1: a created, overwritten or
+    // superseded file gets the attributes asked for, and ARCHIVE (a
+    // directory only what was asked); what a new object has without
+    // stored attributes is not written.
+    if action != CreateAction::Opened {
+        let default = if st.is_dir { 0 } else { attr::ARCHIVE };
+        let want = r.file_attributes & smbq_vfs::STORED_ATTRIBUTES | default;
+        if want != default || action != CreateAction::Created {
+            h.set_attributes(want).map_err(NtStatus::from)?;
+            st = h.stat().map_err(NtStatus::from)?;
+        }
     }
     // The allocation size applies to a file this open created or overwrote.
     if let Some(len) = alloc_size {

@@ -92,24 +92,22 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             if b.attributes & !attr::VALID_SET != 0 || b.attributes & wrong_kind != 0 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            let t = SetTimes { last_access_time: time(b.last_access_time), last_write_time: time(b.last_write_time) };
-            if t.last_access_time.is_some() || t.last_write_time.is_some() {
+            let t = SetTimes {
+                creation_time: time(b.creation_time),
+                last_access_time: time(b.last_access_time),
+                last_write_time: time(b.last_write_time),
+            };
+            if t.creation_time.is_some() || t.last_access_time.is_some() || t.last_write_time.is_some() {
                 h.set_times(&t).map_err(NtStatus::from)?;
             }
-            // Attributes 0 leave them alone; only READONLY maps to POSIX, and
-            // not on directories (where Windows ignores it for access too).
-            if b.attributes != 0 && !h.is_dir {
-                let ro = b.attributes & attr::READONLY != 0;
-                let is_ro = h.stat().map_err(NtStatus::from)?.attributes & attr::READONLY != 0;
-                if ro != is_ro {
-                    h.set_readonly(ro).map_err(NtStatus::from)?;
-                }
-            }
-            // Attributes smbq does not store (HIDDEN, SYSTEM) change
-            // nothing inotify sees: watchers are told here.
+            //= MS-FSA 2.1.5.14.2
+            //# If InputBuffer.FileAttributes != 0 [...] Open.File.FileAttributes
+            //# is set to InputBuffer.FileAttributes (NORMAL alone clears
+            //# them; DIRECTORY is implied by the object).
+            // Watchers hear of it from inotify (IN_ATTRIB: the
+            // extended attribute or the mode changed).
             if b.attributes != 0 {
-                let (share, path) = (open.share.name.clone(), open.path.clone());
-                crate::notify::changed(&ctx.conn.server, &share, &path, crate::notify::action::MODIFIED, crate::notify::filter::ATTRIBUTES);
+                h.set_attributes(b.attributes).map_err(NtStatus::from)?;
             }
             Ok(())
         }
