@@ -80,6 +80,7 @@ pub struct FileStat {
     pub creation_time: u64,
     pub last_access_time: u64,
     pub last_write_time: u64,
+    /// The last write time, as Samba reports it (see `posix::to_stat`).
     pub change_time: u64,
     /// FILE_ATTRIBUTE_* (MS-FSCC 2.6): those stored in `user.DOSATTRIB`
     /// (see [`FileObject::set_attributes`]), with DIRECTORY for

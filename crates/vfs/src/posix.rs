@@ -241,7 +241,10 @@ fn to_stat(x: &Statx, dos: Option<DosInfo>) -> FileStat {
         creation_time: dos.and_then(|d| d.creation_time).unwrap_or_else(|| birth_time(x)),
         last_access_time: ft(&x.stx_atime),
         last_write_time: ft(&x.stx_mtime),
-        change_time: ft(&x.stx_ctime),
+        // As Samba reports it: Linux cannot set ctime, and it moves on
+        // every chmod or xattr change, so a ChangeTime set with SET_INFO
+        // would never read back (smbtorture smb2.timestamps).
+        change_time: ft(&x.stx_mtime),
         attributes,
         nlink: x.stx_nlink,
         is_dir,

@@ -499,6 +499,7 @@ fn set_times() {
     .unwrap();
     let t1 = h.stat().unwrap();
     assert_eq!(t1.last_write_time, w);
+    assert_eq!(t1.change_time, w, "ChangeTime reads as the write time, as on Samba");
     assert_eq!(t1.last_access_time, t0.last_access_time);
     assert_eq!(
         fs::metadata(f.share.join("x")).unwrap().mtime(),
