@@ -381,6 +381,11 @@ def start_smbd(workdir: Path, mode: str) -> Server:
 [{SHARE}]
   path = {share_dir}
   read only = no
+  # What Windows clients expect of a share, kept as smbq keeps it:
+  # NT ACLs in security.NTACL, streams and DOS attributes in user xattrs.
+  vfs objects = acl_xattr streams_xattr
+  store dos attributes = yes
+  ea support = yes
 """)
     _ensure_unix_user(SMBD_UNIX_USER)
     password = _random_password()
