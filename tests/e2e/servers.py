@@ -334,7 +334,18 @@ def _port_open(port: int) -> bool:
         return False
 
 
-def start_smbd(workdir: Path, mode: str) -> Server:
+# The share options of issue 17's comparisons: what Windows clients expect
+# of a share, kept as smbq keeps it (NT ACLs in security.NTACL, streams, DOS
+# attributes and EAs in user xattrs).
+FILE_SEMANTICS = """  vfs objects = acl_xattr streams_xattr
+  store dos attributes = yes
+  ea support = yes
+"""
+
+
+def start_smbd(workdir: Path, mode: str, share_options: str = "") -> Server:
+    """smbd on a private config; `share_options` are added to the share
+    (e.g. FILE_SEMANTICS)."""
     reason = smbd_available()
     if reason:
         raise RuntimeError(reason)
@@ -381,12 +392,7 @@ def start_smbd(workdir: Path, mode: str) -> Server:
 [{SHARE}]
   path = {share_dir}
   read only = no
-  # What Windows clients expect of a share, kept as smbq keeps it:
-  # NT ACLs in security.NTACL, streams and DOS attributes in user xattrs.
-  vfs objects = acl_xattr streams_xattr
-  store dos attributes = yes
-  ea support = yes
-""")
+{share_options}""")
     _ensure_unix_user(SMBD_UNIX_USER)
     password = _random_password()
     r = subprocess.run(["smbpasswd", "-c", str(conf), "-a", "-s", SMBD_UNIX_USER],
@@ -405,11 +411,12 @@ def start_smbd(workdir: Path, mode: str) -> Server:
     return Server("smbd", mode, "127.0.0.1", port, SHARE, SMBD_UNIX_USER, password, share_dir, workdir, proc, log)
 
 
-def start(kind: str, workdir: Path, mode: str, config_toml: str | None = None) -> Server:
+def start(kind: str, workdir: Path, mode: str, config_toml: str | None = None, smbd_share: str = "") -> Server:
+    """`config_toml` configures smbq, `smbd_share` smbd's share."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode}")
     if kind == "smbq":
         return start_smbq(workdir, mode, config_toml)
     if kind == "smbd":
-        return start_smbd(workdir, mode)
+        return start_smbd(workdir, mode, smbd_share)
     raise ValueError(f"unknown server kind {kind}")

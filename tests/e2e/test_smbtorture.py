@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 
+import servers
 import torture
 from conftest import QUICK
 
@@ -27,10 +28,12 @@ def mode() -> str:
 
 
 # Both servers on their defaults (smbq's credit window is 8192, as Windows
-# and Samba grant, which smbtorture's smb2.credits checks).
+# and Samba grant, which smbtorture's smb2.credits checks); smbd's share
+# keeps ACLs, streams, DOS attributes and EAs for the file semantics suites.
 @pytest.fixture
-def server(start_server, target, mode):
-    return start_server(target, mode)
+def server(start_server, target, mode, suite):
+    share = servers.FILE_SEMANTICS if suite in torture.FILE_SEMANTICS_SUITES else ""
+    return start_server(target, mode, smbd_share=share)
 
 
 @pytest.mark.parametrize("suite", SUITES)

@@ -69,6 +69,13 @@ SUITES = [
 QUICK_SKIP = {"smb2.create", "smb2.dir", "smb2.maxfid", "smb2.rename", "smb2.oplock", "smb2.lease", "smb2.replay",
               "smb2.notify"}
 
+# Issue 17's suites: smbd runs them with servers.FILE_SEMANTICS (acl_xattr,
+# streams_xattr, stored DOS attributes, EAs); smbq on its defaults.
+FILE_SEMANTICS_SUITES = ["smb2.streams", "smb2.acls", "smb2.ea", "smb2.timestamps", "smb2.dosmode", "smb2.winattr",
+                         "smb2.create", "smb2.getinfo", "smb2.setinfo", "smb2.fileid", "smb2.charset",
+                         "smb2.openattr", "smb2.maximum_allowed", "smb2.sdread", "smb2.delete-on-close-perms",
+                         "smb2.dir", "smb2.rename", "smb2.mkdir", "smb2.ioctl"]
+
 # The suites in which smbq must pass at least PARITY of the subtests
 # Samba's smbd passes on the same machine in the same run (issue 13), and
 # where it does not yet, why.
@@ -76,11 +83,7 @@ PARITY = 0.9
 PARITY_SUITES = ["smb2.oplock", "smb2.lease", "smb2.durable-open", "smb2.durable-v2-open", "smb2.replay",
                  "smb2.multichannel", "smb2.session", "smb2.notify", "smb2.compound_async", "smb2.compound_find",
                  "smb2.sharemode", "smb2.deny", "smb2.lock", "smb2.credits", "smb2.connect",
-                 # File semantics (issue 17).
-                 "smb2.streams", "smb2.acls", "smb2.ea", "smb2.timestamps", "smb2.dosmode", "smb2.winattr",
-                 "smb2.create", "smb2.getinfo", "smb2.setinfo", "smb2.fileid", "smb2.charset", "smb2.openattr",
-                 "smb2.maximum_allowed", "smb2.sdread", "smb2.delete-on-close-perms", "smb2.dir", "smb2.rename",
-                 "smb2.mkdir", "smb2.ioctl"]
+                 *FILE_SEMANTICS_SUITES]
 PARITY_GAPS: dict[str, str] = {
     "smb2.acls": "no NT ACLs stored or enforced yet (security.NTACL): every subtest needs them",
     "smb2.timestamps": "no delayed write-time updates (Windows and Samba show the write time of a written file "

@@ -16,6 +16,7 @@
 //!
 //! Errors are [`FsError`], which maps to the NTSTATUS MS-SMB2/MS-FSCC name.
 
+use smbq_wire::ea::Ea;
 use smbq_wire::NtStatus;
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -25,6 +26,7 @@ pub mod dosattrib;
 mod error;
 mod mem;
 mod posix;
+mod xattr;
 
 pub use mem::MemFs;
 
@@ -172,6 +174,10 @@ pub trait FileObject: Send + Sync + std::fmt::Debug {
     fn set_times(&self, t: &SetTimes) -> Result<(), FsError>;
     /// See [`Handle::set_attributes`].
     fn set_attributes(&self, attributes: u32) -> Result<(), FsError>;
+    /// See [`Handle::eas`].
+    fn eas(&self) -> Result<Vec<Ea>, FsError>;
+    /// See [`Handle::set_eas`].
+    fn set_eas(&self, eas: &[Ea]) -> Result<(), FsError>;
     fn sync(&self) -> Result<(), FsError>;
     /// `path`: the handle's current share-relative path.
     fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError>;
@@ -286,6 +292,20 @@ impl Handle {
     }
     pub fn sync(&self) -> Result<(), FsError> {
         self.file.sync()
+    }
+    /// The extended attributes (MS-FSCC 2.4.15), by name. On a POSIX
+    /// share they are the `user.` extended attributes, named without the
+    /// prefix, as Samba's `ea support` keeps them, but for the records
+    /// Samba and smbq keep there themselves (DOS attributes, streams).
+    pub fn eas(&self) -> Result<Vec<Ea>, FsError> {
+        self.file.eas()
+    }
+    /// Set each of `eas`, removing those with an empty value (MS-FSA
+    /// 2.1.5.14.4). Names are case-insensitive: an EA of another case is
+    /// replaced. EAS_NOT_SUPPORTED where the file system keeps none,
+    /// EA_TOO_LARGE past what it keeps per file.
+    pub fn set_eas(&self, eas: &[Ea]) -> Result<(), FsError> {
+        self.file.set_eas(eas)
     }
     /// All entries of this directory, `.` and `..` first, then sorted by
     /// name (bytewise). Names a client could not open again (non-UTF-8,

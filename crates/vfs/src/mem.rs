@@ -8,6 +8,7 @@ use crate::{
     posix::split, CreateAction, DirEntry, Disposition, FileObject, FileStat, FileSystem, FsError,
     FsStat, Handle, Kind, OpenOptions, SetTimes,
 };
+use smbq_wire::ea::Ea;
 use smbq_wire::NtStatus;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +35,8 @@ struct Node {
     changed: u64,
     /// Stored FILE_ATTRIBUTE_* ([`crate::STORED_ATTRIBUTES`]).
     attributes: u32,
+    /// Extended attributes by name, in the case they were set.
+    eas: BTreeMap<String, Vec<u8>>,
     /// 0 once unlinked (open handles keep it).
     nlink: u32,
 }
@@ -71,7 +74,7 @@ impl Tree {
     fn add(&mut self, path: String, is_dir: bool, now: u64) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
-        let node = Node { is_dir, data: Vec::new(), allocation: 0, created: now, accessed: now, written: now, changed: now, attributes: if is_dir { 0 } else { ATTR_ARCHIVE }, nlink: 1 };
+        let node = Node { is_dir, data: Vec::new(), allocation: 0, created: now, accessed: now, written: now, changed: now, attributes: if is_dir { 0 } else { ATTR_ARCHIVE }, eas: BTreeMap::new(), nlink: 1 };
         self.nodes.insert(id, node);
         self.names.insert(path, id);
         id
@@ -400,6 +403,28 @@ impl FileObject for MemFile {
         let mut tree = lock(&self.tree);
         let n = tree.node_mut(self.id)?;
         n.attributes = attributes & crate::STORED_ATTRIBUTES;
+        n.changed = now;
+        Ok(())
+    }
+
+    fn eas(&self) -> Result<Vec<Ea>, FsError> {
+        let tree = lock(&self.tree);
+        let n = tree.node(self.id)?;
+        Ok(n.eas.iter().map(|(name, value)| Ea { flags: 0, name: name.clone(), value: value.clone() }).collect())
+    }
+
+    fn set_eas(&self, eas: &[Ea]) -> Result<(), FsError> {
+        let now = (self.clock)();
+        let mut tree = lock(&self.tree);
+        let n = tree.node_mut(self.id)?;
+        for e in eas {
+            let name = n.eas.keys().find(|k| k.eq_ignore_ascii_case(&e.name)).cloned().unwrap_or_else(|| e.name.clone());
+            if e.value.is_empty() {
+                n.eas.remove(&name);
+            } else {
+                n.eas.insert(name, e.value.clone());
+            }
+        }
         n.changed = now;
         Ok(())
     }

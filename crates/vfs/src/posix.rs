@@ -4,6 +4,7 @@
 //! relative symlink can reach outside the share: the kernel answers EXDEV.
 
 use crate::dosattrib::{self, DosInfo};
+use crate::xattr;
 use crate::{
     filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Handle, Kind,
     OpenOptions, PosixFs, SetTimes, STORED_ATTRIBUTES,
@@ -13,8 +14,9 @@ use rustix::fs::{
     StatxFlags, StatxTimestamp, Timespec, Timestamps,
 };
 use rustix::io::Errno;
+use smbq_wire::ea::Ea;
 use smbq_wire::NtStatus;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -184,31 +186,17 @@ fn ft(t: &StatxTimestamp) -> u64 {
     filetime(t.tv_sec, i64::from(t.tv_nsec))
 }
 
-/// The path of an open fd, for the *xattr calls that take a path: the
-/// f*xattr calls refuse O_PATH fds (EBADF), which lookups give.
-fn proc_path(fd: BorrowedFd<'_>) -> String {
-    format!("/proc/self/fd/{}", fd.as_raw_fd())
-}
-
 /// The `user.DOSATTRIB` of the object `fd` is open on; `None` when it has
 /// none (or one we cannot parse, or the file system keeps none).
 fn dos_info(fd: BorrowedFd<'_>) -> Option<DosInfo> {
     let mut buf = [0u8; 128];
-    let n = match rfs::fgetxattr(fd, dosattrib::NAME, &mut buf[..]) {
-        Err(Errno::BADF) => rfs::getxattr(proc_path(fd), dosattrib::NAME, &mut buf[..]),
-        r => r,
-    }
-    .ok()?;
+    let n = xattr::get_into(fd, dosattrib::NAME, &mut buf).ok()??;
     dosattrib::decode(buf.get(..n)?)
 }
 
 /// Store `info` as the `user.DOSATTRIB` of the object `fd` is open on.
 fn set_dos_info(fd: BorrowedFd<'_>, info: &DosInfo) -> Result<(), Errno> {
-    let value = dosattrib::encode(info);
-    match rfs::fsetxattr(fd, dosattrib::NAME, &value, rfs::XattrFlags::empty()) {
-        Err(Errno::BADF) => rfs::setxattr(proc_path(fd), dosattrib::NAME, &value, rfs::XattrFlags::empty()),
-        r => r,
-    }
+    xattr::set(fd, dosattrib::NAME, &dosattrib::encode(info))
 }
 
 /// The birth time when the file system records one, else the oldest of
@@ -695,6 +683,70 @@ pub(crate) fn set_attributes(h: &PosixFile, attributes: u32) -> Result<(), FsErr
     rfs::fchmod(fd, Mode::from_raw_mode(new)).map_err(err)
 }
 
+/// `user.` attributes that are not EAs: Samba's and smbq's own records
+/// (DOS attributes, streams, Samba's POSIX ACL inheritance flags and its
+/// old EA and attribute stores).
+fn private_xattr(name: &str) -> bool {
+    name == dosattrib::NAME
+        || name.starts_with("user.DosStream.")
+        || matches!(name, "user.SAMBA_PAI" | "user.DosEAs" | "user.DosAttrib")
+}
+
+fn ea_err(e: Errno) -> FsError {
+    match e {
+        Errno::OPNOTSUPP => status(NtStatus::EAS_NOT_SUPPORTED),
+        Errno::NOSPC | Errno::TOOBIG | Errno::RANGE => status(NtStatus::EA_TOO_LARGE),
+        e => err(e),
+    }
+}
+
+/// See [`Handle::eas`].
+pub(crate) fn eas(h: &PosixFile) -> Result<Vec<Ea>, FsError> {
+    let fd = h.fd.as_fd();
+    let names = match xattr::list(fd) {
+        Err(Errno::OPNOTSUPP) => return Ok(Vec::new()),
+        r => r.map_err(err)?,
+    };
+    let mut out = Vec::new();
+    for full in names {
+        let Some(name) = full.strip_prefix("user.") else { continue };
+        if private_xattr(&full) || name.len() > 255 {
+            continue;
+        }
+        if let Some(value) = xattr::get(fd, &full).map_err(err)? {
+            out.push(Ea { flags: 0, name: name.to_owned(), value });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// See [`Handle::set_eas`]. A name Samba or smbq keep their own records
+/// under is ACCESS_DENIED.
+pub(crate) fn set_eas(h: &PosixFile, eas: &[Ea]) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let fd = h.fd.as_fd();
+    let existing = xattr::list(fd).map_err(ea_err)?;
+    for e in eas {
+        let full = existing
+            .iter()
+            .find(|n| n.strip_prefix("user.").is_some_and(|n| n.eq_ignore_ascii_case(&e.name)))
+            .cloned()
+            .unwrap_or_else(|| format!("user.{}", e.name));
+        if private_xattr(&full) {
+            return Err(status(NtStatus::ACCESS_DENIED));
+        }
+        if e.value.is_empty() {
+            xattr::remove(fd, &full).map_err(ea_err)?;
+        } else {
+            xattr::set(fd, &full, &e.value).map_err(ea_err)?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn sync(h: &PosixFile) -> Result<(), FsError> {
     rfs::fsync(&h.fd).map_err(err)
 }
@@ -726,7 +778,7 @@ fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
         DirEntry { name: "..".to_owned(), stat: parent.unwrap_or(me) },
     ];
     let mut entries = Vec::new();
-    let dir_path = proc_path(h.fd.as_fd());
+    let dir_path = xattr::proc_path(h.fd.as_fd());
     let mut dir = rfs::Dir::read_from(&h.fd).map_err(err)?;
     while let Some(ent) = dir.read() {
         let ent = ent.map_err(err)?;
@@ -860,6 +912,12 @@ impl FileObject for PosixFile {
     }
     fn set_attributes(&self, attributes: u32) -> Result<(), FsError> {
         set_attributes(self, attributes)
+    }
+    fn eas(&self) -> Result<Vec<Ea>, FsError> {
+        eas(self)
+    }
+    fn set_eas(&self, eas: &[Ea]) -> Result<(), FsError> {
+        set_eas(self, eas)
     }
     fn sync(&self) -> Result<(), FsError> {
         sync(self)

@@ -564,6 +564,36 @@ fn attributes_and_creation_time_in_dosattrib() {
     assert_eq!(f.fs.stat_path("plain").unwrap().attributes, ARCHIVE | READONLY);
 }
 
+/// EAs are the `user.` extended attributes without the prefix, as Samba's
+/// `ea support` keeps them; its and our own records are not EAs.
+#[test]
+fn extended_attributes() {
+    let f = fixture();
+    let (h, _) = f.fs.open("x", &file(Disposition::Create)).unwrap();
+    assert!(h.eas().unwrap().is_empty());
+    h.set_attributes(HIDDEN).unwrap();
+    let ea = |name: &str, value: &[u8]| smbq_wire::ea::Ea { flags: 0, name: name.into(), value: value.to_vec() };
+    h.set_eas(&[ea("EAONE", b"VALUE1"), ea("SecondEA", b"ValueTwo")]).unwrap();
+    assert_eq!(h.eas().unwrap(), [ea("EAONE", b"VALUE1"), ea("SecondEA", b"ValueTwo")]);
+    assert_eq!(xattr(&f.share.join("x"), "user.EAONE").unwrap(), b"VALUE1");
+    // Names are case-insensitive: the EA keeps its first name.
+    h.set_eas(&[ea("secondea", b"2")]).unwrap();
+    assert_eq!(h.eas().unwrap(), [ea("EAONE", b"VALUE1"), ea("SecondEA", b"2")]);
+    // An empty value removes; removing a missing one is no error.
+    h.set_eas(&[ea("eaone", b""), ea("missing", b"")]).unwrap();
+    assert_eq!(h.eas().unwrap(), [ea("SecondEA", b"2")]);
+    // One set from Linux is an EA too; Samba's records are not, nor settable.
+    set_xattr(&f.share.join("x"), "user.fromlinux", b"l");
+    set_xattr(&f.share.join("x"), "user.DosStream.s:$DATA", b"stream\0");
+    let names: Vec<String> = h.eas().unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["SecondEA", "fromlinux"]);
+    assert_eq!(h.set_eas(&[ea("DOSATTRIB", b"x")]).unwrap_err().status(), NtStatus::ACCESS_DENIED);
+    assert_eq!(f.fs.stat_path("x").unwrap().attributes, HIDDEN, "our record untouched");
+    // Past what ext4 keeps per inode (one block): EA_TOO_LARGE.
+    let big = vec![7u8; 60_000];
+    assert_eq!(h.set_eas(&[ea("BIG", &big)]).unwrap_err().status(), NtStatus::EA_TOO_LARGE);
+}
+
 fn listed_stat(f: &Fixture, name: &str) -> smbq_vfs::FileStat {
     let (root, _) = f.fs.open("", &dir(Disposition::Open)).unwrap();
     root.read_dir().unwrap().into_iter().find(|e| e.name == name).unwrap().stat

@@ -50,6 +50,8 @@ pub mod ctx_name {
     pub const QUERY_ON_DISK_ID: &[u8] = b"QFid";
     pub const ALLOCATION_SIZE: &[u8] = b"AlSi";
     pub const TIMEWARP: &[u8] = b"TWrp";
+    /// Extended attributes to set on the file (2.2.13.2.1).
+    pub const EA_BUFFER: &[u8] = b"ExtA";
     /// Durable handles (MS-SMB2 2.2.13.2.3, .4, .11, .12).
     pub const DURABLE_REQUEST: &[u8] = b"DHnQ";
     pub const DURABLE_RECONNECT: &[u8] = b"DHnC";

@@ -572,6 +572,14 @@ fn open_file(
         Some(c) => Some(u64::from_le_bytes(c.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?)),
         None => None,
     };
+    //= MS-SMB2 3.3.5.9.2
+    //# the server MUST apply the extended attributes [of an
+    //# SMB2_CREATE_EA_BUFFER] to the newly created or overwritten file
+    // (checked here, before anything is created).
+    let eas = match r.context(ctx_name::EA_BUFFER) {
+        Some(c) => Some(smbq_wire::ea::decode_full(c.data).map_err(crate::cmd::set_info::ea_status)?),
+        None => None,
+    };
     let doc = r.options & options::DELETE_ON_CLOSE != 0;
     //= MS-SMB2 3.3.5.9
     //# If the CreateOptions field includes FILE_DELETE_ON_CLOSE and
@@ -667,6 +675,9 @@ fn open_file(
             h.set_attributes(want).map_err(NtStatus::from)?;
             st = h.stat().map_err(NtStatus::from)?;
         }
+    }
+    if let Some(eas) = eas.as_deref().filter(|_| action != CreateAction::Opened) {
+        h.set_eas(eas).map_err(NtStatus::from)?;
     }
     // The allocation size applies to a file this open created or overwrote.
     if let Some(len) = alloc_size {

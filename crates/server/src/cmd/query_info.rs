@@ -38,6 +38,13 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let open = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
     let max = r.output_buffer_length as usize;
     let info = match r.info_type {
+        info_type::FILE if r.class == class::FULL_EA => {
+            let (data, all) = full_ea(open, &r, max)?;
+            let start = begin_response(ctx.out, ctx.header_start);
+            ctx.out.bytes(&data);
+            finish_response(ctx.out, start);
+            return Ok(if all { NtStatus::SUCCESS } else { NtStatus::BUFFER_OVERFLOW });
+        }
         info_type::FILE => file_info(server, open, r.class, dialect)?,
         info_type::FILESYSTEM => fs_info(server, open, r.class)?,
         info_type::SECURITY => {
@@ -97,7 +104,7 @@ fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<In
             8
         }
         class::EA => {
-            d.u32(0);
+            d.u32(ea_size(open)?);
             4
         }
         class::ACCESS => {
@@ -155,14 +162,61 @@ fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<In
             fscc::name_info(&mut d, &fscc::short_name(leaf));
             8
         }
-        // No extended attributes here.
-        class::FULL_EA => {
-            need(open, access::FILE_READ_EA)?;
-            return Err(NtStatus::NO_EAS_ON_FILE);
-        }
         _ => return Err(NtStatus::INVALID_INFO_CLASS),
     };
     Ok(Info { data: d, fixed })
+}
+
+/// FileEaInformation (MS-FSCC 2.4.13): the size of the open's EAs as a
+/// FILE_FULL_EA_INFORMATION list; 0 for a pipe.
+fn ea_size(open: &Open) -> Result<u32, NtStatus> {
+    match open.handle() {
+        Some(h) => Ok(smbq_wire::ea::list_size(&h.eas().map_err(NtStatus::from)?)),
+        None => Ok(0),
+    }
+}
+
+/// FileFullEaInformation (MS-FSA 2.1.5.11.x, MS-FSCC 2.4.15): the EAs
+/// named by the request's FILE_GET_EA_INFORMATION list (one that is
+/// missing with an empty value), or all of them; as many whole entries
+/// as fit in `max`, and whether that is all. None at all is
+/// NO_EAS_ON_FILE; not even the first fitting, BUFFER_TOO_SMALL.
+fn full_ea(open: &Open, r: &QueryInfoRequest<'_>, max: usize) -> Result<(Vec<u8>, bool), NtStatus> {
+    need(open, access::FILE_READ_EA)?;
+    let h = open.handle().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let mut eas = h.eas().map_err(NtStatus::from)?;
+    if !r.input.is_empty() {
+        let names = smbq_wire::ea::decode_names(r.input).map_err(crate::cmd::set_info::ea_status)?;
+        eas = names
+            .into_iter()
+            .map(|n| match eas.iter().find(|e| e.name.eq_ignore_ascii_case(&n)) {
+                Some(e) => e.clone(),
+                None => smbq_wire::ea::Ea { flags: 0, name: n, value: Vec::new() },
+            })
+            .collect();
+    }
+    if eas.is_empty() {
+        return Err(NtStatus::NO_EAS_ON_FILE);
+    }
+    // Whole entries, each but the last padded to 4, while they fit.
+    let mut fit = 0;
+    let mut used = 0;
+    for e in &eas {
+        let len = smbq_wire::ea::entry_len(e);
+        if used + len > max {
+            break;
+        }
+        used += len.next_multiple_of(4);
+        fit += 1;
+    }
+    if fit == 0 {
+        return Err(NtStatus::BUFFER_TOO_SMALL);
+    }
+    let all = fit == eas.len();
+    eas.truncate(fit);
+    let mut data = Vec::new();
+    smbq_wire::ea::encode_full(&mut data, &eas);
+    Ok((data, all))
 }
 
 /// Allocation units of `block_size` bytes as 512-byte sectors per unit.

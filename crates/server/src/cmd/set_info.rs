@@ -70,6 +70,15 @@ fn need(granted: u32, bits: u32) -> Result<(), NtStatus> {
     Ok(())
 }
 
+/// The status for an EA list that does not decode (MS-FSA 2.1.5.14.4):
+/// a bad name is INVALID_EA_NAME, anything else EA_LIST_INCONSISTENT.
+pub(crate) fn ea_status(e: smbq_wire::ea::EaError) -> NtStatus {
+    match e {
+        smbq_wire::ea::EaError::InvalidName => NtStatus::INVALID_EA_NAME,
+        smbq_wire::ea::EaError::Decode(_) => NtStatus::EA_LIST_INCONSISTENT,
+    }
+}
+
 /// SMB2_0_INFO_FILE classes (MS-SMB2 3.3.5.21.1).
 fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), NtStatus> {
     let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
@@ -175,7 +184,15 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             Ok(())
         }
         class::LINK | class::SHORT_NAME => Err(NtStatus::NOT_SUPPORTED),
-        class::FULL_EA => Err(NtStatus::EAS_NOT_SUPPORTED),
+        //= MS-FSA 2.1.5.14.4
+        //# FileFullEaInformation: set each EA of the list; an empty value
+        //# removes it.
+        class::FULL_EA => {
+            need(open.access, access::FILE_WRITE_EA)?;
+            writable()?;
+            let eas = smbq_wire::ea::decode_full(buf).map_err(ea_status)?;
+            h.set_eas(&eas).map_err(NtStatus::from)
+        }
         _ => Err(NtStatus::INVALID_INFO_CLASS),
     }
 }
