@@ -82,7 +82,54 @@ pub struct FileEntry {
     /// lock, an open waiting for an oplock break): woken when an open
     /// closes, a lock goes or a break is acknowledged.
     pub waiters: Vec<u64>,
+    /// The last write time clients see while the file is open, when it is
+    /// not the file system's ([`WriteTime`]).
+    pub write_time: Option<WriteTime>,
 }
+
+/// How long after a write its new last write time shows (Windows and
+/// Samba: 2 s).
+pub const WRITE_TIME_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The last write time of an open file as Windows shows it (smbtorture
+/// smb2.timestamps, run against Windows Server 2016 by Samba's authors):
+/// a write leaves it as it was until a FLUSH, a SET_INFO of the size or
+/// of FileBasicInformation, or 2 s pass; it then shows the time of that
+/// update and stays there, whatever is written since, until a writing
+/// handle closes: that sets it to the time of the close if there were
+/// writes after the update (or the update was still pending), else leaves
+/// the update's time. A time a client sets stays until the last close,
+/// writes or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteTime {
+    /// Written: `before` shows until `at` (FILETIME `at_time`).
+    Pending { before: u64, at: Instant, at_time: u64 },
+    /// Updated at `time`; `dirty` when written since.
+    Updated { time: u64, dirty: bool },
+    /// Set by a client.
+    Set(u64),
+}
+
+impl WriteTime {
+    pub fn shown(&self, now: Instant) -> u64 {
+        match *self {
+            WriteTime::Pending { before, at, .. } if now < at => before,
+            WriteTime::Pending { at_time, .. } => at_time,
+            WriteTime::Updated { time, .. } | WriteTime::Set(time) => time,
+        }
+    }
+
+    /// The write time a writing handle's close leaves (`time`: now).
+    pub fn at_close(&self, now: Instant, time: u64) -> u64 {
+        match *self {
+            WriteTime::Pending { at, .. } if now < at => time,
+            WriteTime::Pending { at_time, .. } => at_time,
+            WriteTime::Updated { dirty: true, .. } => time,
+            WriteTime::Updated { time, .. } | WriteTime::Set(time) => time,
+        }
+    }
+}
+
 
 impl FileEntry {
     pub fn open_mut(&mut self, owner: OpenOwner) -> Option<&mut OpenRef> {
@@ -115,6 +162,37 @@ impl FileEntry {
         }
     }
 
+    /// A write: the first starts the delay ([`WriteTime`]); `before` is
+    /// the file's last write time before it, `time` now as a FILETIME.
+    pub fn written(&mut self, before: impl FnOnce() -> u64, now: Instant, time: u64) {
+        self.write_time = match self.write_time {
+            None => {
+                let at_time = time + WRITE_TIME_DELAY.as_nanos() as u64 / 100;
+                Some(WriteTime::Pending { before: before(), at: now + WRITE_TIME_DELAY, at_time })
+            }
+            Some(WriteTime::Pending { at, at_time, .. }) if now >= at => {
+                Some(WriteTime::Updated { time: at_time, dirty: true })
+            }
+            Some(WriteTime::Updated { time, .. }) => Some(WriteTime::Updated { time, dirty: true }),
+            w => w,
+        };
+    }
+
+    /// A FLUSH or SET_INFO of the size or times: a pending update happens now.
+    pub fn flush_write_time(&mut self, now: Instant, time: u64) {
+        if matches!(self.write_time, Some(WriteTime::Pending { at, .. }) if now < at) {
+            self.write_time = Some(WriteTime::Updated { time, dirty: false });
+        }
+    }
+
+    /// Show what clients see of `st`'s write and change times.
+    pub fn show_times(&self, st: &mut smbq_vfs::FileStat, now: Instant) {
+        if let Some(w) = &self.write_time {
+            st.last_write_time = w.shown(now);
+            st.change_time = st.last_write_time;
+        }
+    }
+
     /// Note that connection `id` waits for a change to this file.
     pub fn wait(&mut self, id: u64) {
         if !self.waiters.contains(&id) {
@@ -132,6 +210,13 @@ pub struct FileTable {
 }
 
 impl FileTable {
+    /// [`FileEntry::show_times`] of the file `st` is, if it is open.
+    pub fn show_times(&self, st: &mut smbq_vfs::FileStat, now: Instant) {
+        if let Some(e) = self.files.get(&st.file_id) {
+            e.show_times(st, now);
+        }
+    }
+
     pub fn entry(&mut self, key: u64) -> &mut FileEntry {
         self.files.entry(key).or_default()
     }
@@ -164,5 +249,44 @@ impl FileTable {
         } else {
             (false, waiters)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// smbtorture smb2.timestamps' delayed-write cases, as a timeline.
+    #[test]
+    fn write_time_shows_late_and_stays() {
+        let t0 = Instant::now();
+        let s = |secs: u64| t0 + Duration::from_secs(secs);
+        let ft = |secs: u64| 1_000_000_000 + secs * 10_000_000;
+        let mut e = FileEntry::default();
+        // delayed-2write: the first write shows 2 s later; a second does not.
+        e.written(|| 7, s(1), ft(1));
+        assert_eq!(e.write_time.map(|w| w.shown(s(2))), Some(7), "not yet");
+        assert_eq!(e.write_time.map(|w| w.shown(s(4))), Some(ft(3)), "2 s after the write");
+        e.written(|| unreachable!(), s(4), ft(4));
+        assert_eq!(e.write_time.map(|w| w.shown(s(7))), Some(ft(3)));
+        // ... and the close sets the time of the close.
+        assert_eq!(e.write_time.map(|w| w.at_close(s(9), ft(9))), Some(ft(9)));
+        // delayed-1write: no write after the update: the close keeps it.
+        let mut e = FileEntry::default();
+        e.written(|| 7, s(1), ft(1));
+        assert_eq!(e.write_time.map(|w| w.at_close(s(5), ft(5))), Some(ft(3)));
+        // delayed-write-vs-flush: a flush updates at once, the close keeps it.
+        let mut e = FileEntry::default();
+        e.written(|| 7, s(1), ft(1));
+        e.flush_write_time(s(1), ft(1));
+        assert_eq!(e.write_time.map(|w| (w.shown(s(1)), w.at_close(s(3), ft(3)))), Some((ft(1), ft(1))));
+        // A close within the delay updates to the close; a time set stays.
+        let mut e = FileEntry::default();
+        e.written(|| 7, s(1), ft(1));
+        assert_eq!(e.write_time.map(|w| w.at_close(s(2), ft(2))), Some(ft(2)));
+        e.write_time = Some(WriteTime::Set(5));
+        e.written(|| unreachable!(), s(3), ft(3));
+        assert_eq!(e.write_time.map(|w| (w.shown(s(9)), w.at_close(s(9), ft(9)))), Some((5, 5)));
     }
 }

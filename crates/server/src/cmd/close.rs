@@ -3,6 +3,7 @@
 
 use crate::connection::ConnState;
 use crate::dispatch::{Ctx, HResult, Req};
+use crate::files::WriteTime;
 use crate::open::{Open, OpenKind};
 use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
 use smbq_wire::NtStatus;
@@ -13,15 +14,20 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = CloseRequest::decode(req.msg).map_err(NtStatus::from)?;
     let fid = ctx.resolve(r.file_id)?;
     let mut resp = CloseResponse::default();
+    // Closed first: what it reports includes the write time the close set.
+    let o = close_open(ctx.conn, fid.volatile, ctx.now).ok_or(NtStatus::FILE_CLOSED)?;
     //= MS-SMB2 3.3.5.10
     //# If the Flags field of the request is SMB2_CLOSE_FLAG_POSTQUERY_ATTRIB,
     //# the server MUST set the CreationTime, LastAccessTime, LastWriteTime,
     //# ChangeTime, AllocationSize, EndofFile, and FileAttributes fields [...]
     //# Otherwise, the server MUST set these fields to 0.
     if r.flags & POSTQUERY_ATTRIB != 0 {
-        let o = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
         let m = match o.handle() {
-            Some(h) => super::create::meta(&h.stat().map_err(NtStatus::from)?),
+            Some(h) => {
+                let mut st = h.stat().map_err(NtStatus::from)?;
+                ctx.conn.server.lock_files().show_times(&mut st, ctx.now);
+                super::create::meta(&st)
+            }
             None => super::create::pipe_meta(),
         };
         resp = CloseResponse {
@@ -35,7 +41,6 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             file_attributes: m.attributes,
         };
     }
-    close_open(ctx.conn, fid.volatile, ctx.now);
     resp.encode(ctx.out);
     Ok(NtStatus::SUCCESS)
 }
@@ -62,11 +67,31 @@ pub fn release(server: &crate::server::Server, open: Open, now: Instant) -> Open
             entry.delete_pending = true;
         }
         let delete = entry.delete_pending;
+        // The write time a close leaves (files::WriteTime), put on the
+        // file (writes moved the file system's meanwhile): a writing
+        // handle's, and the last handle's.
+        let last = entry.opens.len() == 1;
+        let write_time = match entry.write_time {
+            Some(w) if open.written || last => {
+                let t = w.at_close(now, server.now());
+                if !matches!(w, WriteTime::Set(_)) {
+                    entry.write_time = Some(WriteTime::Updated { time: t, dirty: false });
+                }
+                Some(t)
+            }
+            _ => None,
+        };
         // Another connection may have renamed the file since this open.
         let path = if entry.path.is_empty() { open.path.clone() } else { entry.path.clone() };
         let (last, waiters) = files.remove_open(open.file_key, owner);
         drop(files);
         server.wake(&waiters);
+        if let (Some(t), OpenKind::File(h)) = (write_time.filter(|_| !delete), &open.kind) {
+            let times = smbq_vfs::SetTimes { last_write_time: Some(t), ..smbq_vfs::SetTimes::default() };
+            if let Err(e) = h.set_times(&times) {
+                tracing::debug!(path = %open.path, error = %e, "write time at close not set");
+            }
+        }
         let Some(fs) = open.share.fs() else { return open };
         let mut changed = open.written;
         if let (true, true, OpenKind::File(h)) = (last, delete, &open.kind) {

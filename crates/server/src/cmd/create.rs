@@ -713,6 +713,7 @@ fn open_file(
             (level, None)
         }
     };
+    files.show_times(&mut st, ctx.now);
     drop(files);
     let m = meta(&st);
     let mut contexts: Vec<(&[u8], Vec<u8>)> = Vec::new();

@@ -14,14 +14,20 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     // Where the transport runs jobs (and not in a compound), the fsync
     // goes to its pool: answered when the data is on disk.
     let offload = ctx.may_defer;
-    let open = ctx.open(fid)?;
+    let (file_key, granted) = ctx.open(fid).map(|o| (o.file_key, o.access))?;
     //= MS-SMB2 3.3.5.11
     //# If Open.GrantedAccess does not include FILE_WRITE_DATA or
     //# FILE_APPEND_DATA, the server MUST fail the request with
     //# STATUS_ACCESS_DENIED.
-    if open.access & WRITE_ACCESS == 0 {
+    if granted & WRITE_ACCESS == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    // A pending write time update happens now (files::WriteTime).
+    let server = &ctx.conn.server;
+    if let Some(e) = server.lock_files().files.get_mut(&file_key) {
+        e.flush_write_time(ctx.now, server.now());
+    }
+    let open = ctx.open(fid)?;
     let OpenKind::File(h) = &open.kind else {
         encode_response(ctx.out);
         return Ok(NtStatus::SUCCESS);

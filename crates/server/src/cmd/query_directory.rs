@@ -215,6 +215,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let data_start = begin_response(out, ctx.header_start);
     let mut prev: Option<usize> = None;
     let mut overflow = false;
+    let files = ctx.conn.server.lock_files();
     while let Some(e) = cursor.entries.get(cursor.pos) {
         if !matches(&cursor.pattern, &e.name) {
             cursor.pos += 1;
@@ -226,7 +227,9 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             out.zeros(pad);
         }
         let start = out.len();
-        dir_entry(out, r.class, &super::create::meta(&e.stat), &e.name);
+        let mut st = e.stat;
+        files.show_times(&mut st, ctx.now);
+        dir_entry(out, r.class, &super::create::meta(&st), &e.name);
         if out.len() - data_start > max {
             if prev.is_none() {
                 // Not even the first entry fits: return what does, as

@@ -84,7 +84,11 @@ fn need(open: &Open, bits: u32) -> Result<(), NtStatus> {
 /// SMB2_0_INFO_FILE classes (MS-SMB2 3.3.5.20.1, MS-FSCC 2.4).
 fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<Info, NtStatus> {
     let m = match open.handle() {
-        Some(h) => meta(&h.stat().map_err(NtStatus::from)?),
+        Some(h) => {
+            let mut st = h.stat().map_err(NtStatus::from)?;
+            server.lock_files().show_times(&mut st, std::time::Instant::now());
+            meta(&st)
+        }
         None => pipe_meta(),
     };
     let delete_pending = || open.file_key != 0 && server.lock_files().files.get(&open.file_key).is_some_and(|e| e.delete_pending);

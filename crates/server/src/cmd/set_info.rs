@@ -109,6 +109,15 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             if t.creation_time.is_some() || t.last_access_time.is_some() || t.last_write_time.is_some() {
                 h.set_times(&t).map_err(NtStatus::from)?;
             }
+            // Any FileBasicInformation, even with no time in it, makes a
+            // pending write time update happen; a time set stays.
+            let server = &ctx.conn.server;
+            if let Some(e) = server.lock_files().files.get_mut(&open.file_key) {
+                match t.last_write_time {
+                    Some(w) => e.write_time = Some(crate::files::WriteTime::Set(w)),
+                    None => e.flush_write_time(ctx.now, server.now()),
+                }
+            }
             //= MS-FSA 2.1.5.14.2
             //# If InputBuffer.FileAttributes != 0 [...] Open.File.FileAttributes
             //# is set to InputBuffer.FileAttributes (NORMAL alone clears
@@ -135,6 +144,7 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             let server = &ctx.conn.server;
             if let Some(e) = server.lock_files().files.get_mut(&open.file_key) {
                 server.send_breaks(&crate::oplock::contend_level2(e, owner, ctx.now, server.break_timeout()));
+                e.flush_write_time(ctx.now, server.now());
             }
             if r.class == class::END_OF_FILE {
                 h.set_len(len).map_err(NtStatus::from)

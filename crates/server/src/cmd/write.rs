@@ -88,6 +88,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             }
             let server = &ctx.conn.server;
             server.send_breaks(&oplock::contend_level2(e, owner, ctx.now, server.break_timeout()));
+            let time = server.now();
+            e.written(|| h.stat().map_or(time, |s| s.last_write_time), ctx.now, time);
         }
     }
     // A write-through WRITE waits for the disk: it goes to the pool. A
