@@ -53,14 +53,15 @@ class ServerFactory:
         self.item = item
         self.servers: list[servers.Server] = []
 
-    def __call__(self, kind: str, mode: str = "enc", config_toml: str | None = None) -> servers.Server:
+    def __call__(self, kind: str, mode: str = "enc", config_toml: str | None = None,
+                 share_opts: str = "") -> servers.Server:
         if kind == "smbd":
             reason = servers.smbd_available()
             if reason:
                 pytest.skip(reason)
         workdir = Path(tempfile.mkdtemp(prefix=f"smbq-e2e-{kind}-{mode}-"))
         try:
-            srv = servers.start(kind, workdir, mode, config_toml)
+            srv = servers.start(kind, workdir, mode, config_toml, share_opts)
         except RuntimeError as e:
             pytest.fail(f"could not start {kind} ({mode}): {e}", pytrace=False)
         self.servers.append(srv)
@@ -96,7 +97,8 @@ def _drop_big_files(top: Path, limit: int = 16 << 20) -> None:
 
 @pytest.fixture
 def start_server(request):
-    """A factory: ``start_server(kind, mode, config_toml)`` -> servers.Server.
+    """A factory: ``start_server(kind, mode, config_toml, share_opts)`` -> servers.Server
+    (``share_opts``: smbq's ``--share`` options, e.g. ``",case_sensitive"``).
 
     At the end of the test each server gets SIGTERM (SIGKILL after 10 s); the
     test errors if a server had died, would not stop, or logged a crash.

@@ -192,7 +192,7 @@ impl PosixFs {
     /// (Linux < 5.6).
     ///
     /// Unless `case_sensitive`, names are matched ignoring case as on
-    /// Windows (MS-FSA 2.1.5.1.2.1): a path component that does not exist
+    /// Windows (MS-FSA 2.1.5.1 with IsCaseInsensitive): a path component that does not exist
     /// as given names the entry equal to it ignoring case ([`fold`]), a
     /// create meets that entry rather than making a second one, and names
     /// keep the case they were created with. A per-directory cache answers

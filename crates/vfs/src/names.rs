@@ -1,10 +1,9 @@
 //! Case-insensitive names on a POSIX tree.
 //!
 //! Windows file systems match names ignoring case and keep the case a name
-//! was created with (MS-FSA 2.1.5.1.2.1: with OBJ_CASE_INSENSITIVE, which
-//! Windows clients always set, a name matches a link whose name is equal
-//! after upcasing; MS-FSCC 2.1.5.2 leaves the case of a created name as
-//! given). A Linux directory holds exact names, so a component the exact
+//! was created with: an SMB open is case-insensitive (MS-FSA 2.1.5.1,
+//! IsCaseInsensitive), and the volume reports FILE_CASE_PRESERVED_NAMES
+//! (MS-FSCC 2.5.1). A Linux directory holds exact names, so a component the exact
 //! lookup misses is looked up again by its folded form (see [`fold`]) in
 //! a per-directory [`NameCache`]: folded name to the name on disk.
 //!
@@ -56,9 +55,8 @@ const ENTRY_BYTES: usize = 64;
 const TICK_SLACK: Duration = Duration::from_millis(20);
 
 /// The case-insensitive form of one character: its simple uppercase
-/// mapping (the upcase table of MS-FSA 2.1.5.1.2.1 works per UTF-16 unit;
-/// characters whose uppercase is several characters, such as `ß`, stay as
-/// they are, as on NTFS).
+/// mapping, as NTFS's upcase table maps one UTF-16 unit to one: characters
+/// whose uppercase is several characters, such as `ß`, stay as they are.
 pub fn fold(c: char) -> char {
     if c.is_ascii() {
         return c.to_ascii_uppercase();

@@ -153,7 +153,7 @@ fn other_case(fs: &PosixFs, comps: &[&str]) -> Option<Vec<String>> {
 
 /// `f` on the components as given; when that finds a name missing, `f`
 /// once more on the components as a case-insensitive share holds them, if
-/// some exists in another case (MS-FSA 2.1.5.1.2.1, OBJ_CASE_INSENSITIVE).
+/// some exists in another case (MS-FSA 2.1.5.1, IsCaseInsensitive).
 fn with_case<T>(
     fs: &PosixFs,
     comps: &[&str],
@@ -280,7 +280,7 @@ pub(crate) fn open(
 }
 
 /// [`open`] of checked components. `resolve`: a name missing as given may
-/// still exist in another case (MS-FSA 2.1.5.1.2.1): it is opened, not
+/// still exist in another case (MS-FSA 2.1.5.1, IsCaseInsensitive): it is opened, not
 /// created beside it.
 fn open_at(
     fs: &PosixFs,

@@ -1,4 +1,4 @@
-//! Case-insensitive, case-preserving names (MS-FSA 2.1.5.1.2.1) on a
+//! Case-insensitive, case-preserving names (MS-FSA 2.1.5.1, IsCaseInsensitive) on a
 //! PosixFs share, and the exact names of a `case_sensitive` one.
 
 #![allow(clippy::unwrap_used)]
