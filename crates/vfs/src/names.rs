@@ -3,9 +3,10 @@
 //! Windows file systems match names ignoring case and keep the case a name
 //! was created with: an SMB open is case-insensitive (MS-FSA 2.1.5.1,
 //! IsCaseInsensitive), and the volume reports FILE_CASE_PRESERVED_NAMES
-//! (MS-FSCC 2.5.1). A Linux directory holds exact names, so a component the exact
-//! lookup misses is looked up again by its folded form (see [`fold`]) in
-//! a per-directory [`NameCache`]: folded name to the name on disk.
+//! (MS-FSCC 2.5.1). A Linux directory holds exact names, so a component
+//! the exact lookup misses is looked up again by its folded form (see
+//! [`fold`]) in a per-directory [`NameCache`]: the hash of the folded name
+//! to the name on disk.
 //!
 //! The cache of a directory is built on first need by one readdir and kept
 //! per directory, keyed by (device, inode):
@@ -50,8 +51,8 @@ const BUDGET: usize = 64 << 20;
 /// the heap block of the name (an estimate).
 const ENTRY_BYTES: usize = 64;
 /// Directory times tick coarsely on kernels without multigrain timestamps
-/// (a kernel clock tick, a few ms): a listing taken within this time
-/// (20 ms) of the directory's ctime or mtime is read again on next use.
+/// (a kernel clock tick, a few ms): names seen while the directory's ctime
+/// or mtime was younger than this (20 ms) are read again once it is older.
 const TICK_SLACK: Duration = Duration::from_millis(20);
 
 /// The case-insensitive form of one character: its simple uppercase

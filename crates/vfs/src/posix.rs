@@ -280,8 +280,8 @@ pub(crate) fn open(
 }
 
 /// [`open`] of checked components. `resolve`: a name missing as given may
-/// still exist in another case (MS-FSA 2.1.5.1, IsCaseInsensitive): it is opened, not
-/// created beside it.
+/// still exist in another case (MS-FSA 2.1.5.1, IsCaseInsensitive): that
+/// entry is opened, not a second one created beside it.
 fn open_at(
     fs: &PosixFs,
     comps: &[&str],
@@ -495,6 +495,7 @@ fn rename_at(
     let root = fs.root.as_fd();
     let fdir = open_parent(root, fparent)?;
     let tdir = open_parent(root, tparent)?;
+    // The target directory as the root of a one-component path.
     let variant = fs.names.as_ref().and_then(|n| n.resolve(tdir.as_fd(), &[tleaf]));
     let tleaf = match variant.and_then(|v| v.into_iter().next()) {
         Some(v) if !same_entry((fdir.as_fd(), fleaf), (tdir.as_fd(), &v)) => Cow::Owned(v),
