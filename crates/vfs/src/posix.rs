@@ -501,6 +501,11 @@ fn rename_at(
         Some(v) if !same_entry((fdir.as_fd(), fleaf), (tdir.as_fd(), &v)) => Cow::Owned(v),
         _ => Cow::Borrowed(tleaf),
     };
+    // The same name of the same file (its directories named in another
+    // case): nothing to do, as rename(2) does nothing there.
+    if *fleaf == &*tleaf && same_entry((fdir.as_fd(), fleaf), (tdir.as_fd(), &tleaf)) {
+        return Ok(());
+    }
     let flags = if replace {
         match statx_at(tdir.as_fd(), &tleaf, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(x) if file_type(&x) == FileType::Directory => {

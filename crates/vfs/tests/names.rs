@@ -101,6 +101,11 @@ fn a_rename_changes_only_the_case() {
     fs::create_dir(f.share.join("dir")).unwrap();
     f.fs.rename("DIR", "Dir", false).unwrap();
     assert_eq!(names(&f, ""), ["Dir", "a.Txt"]);
+    // Onto its own name, its directory named in another case: nothing
+    // changes, no collision.
+    fs::write(f.share.join("Dir/in"), b"in").unwrap();
+    f.fs.rename("Dir\\in", "DIR\\in", false).unwrap();
+    assert_eq!(names(&f, "Dir"), ["in"]);
 }
 
 #[test]
