@@ -54,14 +54,14 @@ class ServerFactory:
         self.servers: list[servers.Server] = []
 
     def __call__(self, kind: str, mode: str = "enc", config_toml: str | None = None,
-                 smbd_share: str = "") -> servers.Server:
+                 share_opts: str = "", smbd_share: str = "") -> servers.Server:
         if kind == "smbd":
             reason = servers.smbd_available()
             if reason:
                 pytest.skip(reason)
         workdir = Path(tempfile.mkdtemp(prefix=f"smbq-e2e-{kind}-{mode}-"))
         try:
-            srv = servers.start(kind, workdir, mode, config_toml, smbd_share)
+            srv = servers.start(kind, workdir, mode, config_toml, share_opts, smbd_share)
         except RuntimeError as e:
             pytest.fail(f"could not start {kind} ({mode}): {e}", pytrace=False)
         self.servers.append(srv)
@@ -97,7 +97,9 @@ def _drop_big_files(top: Path, limit: int = 16 << 20) -> None:
 
 @pytest.fixture
 def start_server(request):
-    """A factory: ``start_server(kind, mode, config_toml, smbd_share)`` -> servers.Server.
+    """A factory: ``start_server(kind, mode, config_toml, share_opts, smbd_share)`` -> servers.Server
+    (``share_opts``: smbq's ``--share`` options, e.g. ``",case_sensitive"``; ``smbd_share``: lines
+    for smbd's share, e.g. servers.FILE_SEMANTICS).
 
     At the end of the test each server gets SIGTERM (SIGKILL after 10 s); the
     test errors if a server had died, would not stop, or logged a crash.

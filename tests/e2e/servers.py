@@ -268,7 +268,9 @@ def _random_password() -> str:
     return "Pw" + secrets.token_hex(12)
 
 
-def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose: bool = False) -> Server:
+def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose: bool = False,
+               share_opts: str = "") -> Server:
+    """``share_opts``: appended to the ``--share`` flag (e.g. ``",case_sensitive"``)."""
     binary = smbq_bin()
     if not binary.exists():
         raise RuntimeError(f"{binary} does not exist: run `cargo build --release -p smbq` first")
@@ -289,7 +291,7 @@ def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose
     encrypt = {"enc": "required", "sign": "off", "desired": "desired"}[mode]
     argv = [
         str(binary), "serve",
-        "--share", f"{SHARE}={share_dir},encrypt={encrypt}",
+        "--share", f"{SHARE}={share_dir},encrypt={encrypt}{share_opts}",
         "--tcp", f"127.0.0.1:{port}",
         # Port 0: the kernel picks a free UDP port; the log line tells which.
         "--quic", "127.0.0.1:0",
@@ -411,12 +413,13 @@ def start_smbd(workdir: Path, mode: str, share_options: str = "") -> Server:
     return Server("smbd", mode, "127.0.0.1", port, SHARE, SMBD_UNIX_USER, password, share_dir, workdir, proc, log)
 
 
-def start(kind: str, workdir: Path, mode: str, config_toml: str | None = None, smbd_share: str = "") -> Server:
-    """`config_toml` configures smbq, `smbd_share` smbd's share."""
+def start(kind: str, workdir: Path, mode: str, config_toml: str | None = None, share_opts: str = "",
+          smbd_share: str = "") -> Server:
+    """`config_toml` and `share_opts` (`--share` options) configure smbq, `smbd_share` smbd's share."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode}")
     if kind == "smbq":
-        return start_smbq(workdir, mode, config_toml)
+        return start_smbq(workdir, mode, config_toml, share_opts=share_opts)
     if kind == "smbd":
         return start_smbd(workdir, mode, smbd_share)
     raise ValueError(f"unknown server kind {kind}")

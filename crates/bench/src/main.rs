@@ -385,7 +385,7 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let raw_opts = QuicOptions { udp: Arc::default(), ..opts.clone() };
     let raw_ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(&id, &ClientAccess::default())?, &raw_opts)?;
     let raw = raw_ep.local_addr()?;
-    let fs = Arc::new(smbq_vfs::PosixFs::new(&dir.path().join("share"), false).map_err(|e| anyhow::anyhow!("{e:?}"))?);
+    let fs = Arc::new(smbq_vfs::PosixFs::new(&dir.path().join("share"), false, false).map_err(|e| anyhow::anyhow!("{e:?}"))?);
     tokio::spawn(raw_server(raw_ep, fs));
     let (cert_path, key_path) = tls::default_paths(dir.path());
     let (cert_pem, key_pem) = (std::fs::read_to_string(cert_path)?, std::fs::read_to_string(key_path)?);

@@ -37,6 +37,11 @@ pub struct ShareConfig {
     /// Read-only for everyone.
     #[serde(default)]
     pub read_only: bool,
+    /// Match names exactly as the file system holds them. Default `false`:
+    /// names are case-insensitive and case-preserving, as Windows clients
+    /// expect (see [`smbq_vfs::PosixFs::new`]).
+    #[serde(default)]
+    pub case_sensitive: bool,
     #[serde(default)]
     pub encrypt: EncryptPolicy,
     /// Who may connect (user names, case-insensitive); `None` = every user.

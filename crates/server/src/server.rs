@@ -174,7 +174,7 @@ impl Server {
             let fs: Arc<dyn FileSystem> = match &s.fs {
                 Some(fs) => Arc::clone(fs),
                 None => Arc::new(
-                    PosixFs::new(&s.path, s.read_only)
+                    PosixFs::new(&s.path, s.read_only, s.case_sensitive)
                         .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?,
                 ),
             };

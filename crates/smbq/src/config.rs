@@ -17,6 +17,7 @@
 //! name = "data"
 //! path = "/srv/data"
 //! read_only = false
+//! case_sensitive = false       # true: names match only in their exact case
 //! encrypt = "required"
 //! users = ["alice", "bob"]     # who may connect; absent = every user
 //! read_only_users = ["bob"]    # may connect, may change nothing
@@ -148,9 +149,11 @@ impl FileConfig {
     }
 }
 
-/// `NAME=DIR[,ro][,encrypt=required|desired|off][,users=A+B][,read_only_users=C+D]`
+/// `NAME=DIR[,ro][,case_sensitive][,encrypt=required|desired|off][,users=A+B][,read_only_users=C+D]`
 pub fn parse_share(s: &str) -> Result<ShareConfig, String> {
-    let (name, rest) = s.split_once('=').ok_or("expected NAME=DIR[,ro][,encrypt=...][,users=A+B][,read_only_users=C]")?;
+    let (name, rest) = s
+        .split_once('=')
+        .ok_or("expected NAME=DIR[,ro][,case_sensitive][,encrypt=...][,users=A+B][,read_only_users=C]")?;
     let names = |v: &str| -> Result<Vec<String>, String> {
         let list: Vec<String> = v.split('+').map(str::to_string).collect();
         if list.iter().any(String::is_empty) {
@@ -165,6 +168,7 @@ pub fn parse_share(s: &str) -> Result<ShareConfig, String> {
         match opt.split_once('=') {
             None if opt == "ro" => share.read_only = true,
             None if opt == "rw" => share.read_only = false,
+            None if opt == "case_sensitive" => share.case_sensitive = true,
             Some(("encrypt", v)) => share.encrypt = v.parse()?,
             Some(("users", v)) => share.users = Some(names(v)?),
             Some(("read_only_users", v)) => share.read_only_users = names(v)?,
@@ -185,6 +189,8 @@ mod tests {
     fn share_flags() {
         let s = parse_share("docs=/srv/d,ro,encrypt=required").unwrap();
         assert_eq!((s.name.as_str(), s.read_only, s.encrypt), ("docs", true, EncryptPolicy::Required));
+        assert!(!s.case_sensitive, "names are case-insensitive unless asked");
+        assert!(parse_share("docs=/srv/d,case_sensitive").unwrap().case_sensitive);
         assert!(parse_share("docs").is_err());
         assert!(parse_share("docs=/x,bogus").is_err());
         assert!(parse_share("docs=/x,encrypt=maybe").is_err());
@@ -207,7 +213,8 @@ mod tests {
             let e = toml::from_str::<FileConfig>(text).expect_err(text).to_string();
             assert!(e.contains(key), "{e}");
         }
-        let c: FileConfig = toml::from_str("[[share]]\nname = \"a\"\npath = \"/tmp\"\nusers = [\"alice\"]\nread_only_users = [\"bob\"]\n").unwrap();
+        let c: FileConfig = toml::from_str("[[share]]\nname = \"a\"\npath = \"/tmp\"\nusers = [\"alice\"]\nread_only_users = [\"bob\"]\ncase_sensitive = true\n").unwrap();
+        assert!(c.share[0].case_sensitive);
         assert_eq!(c.share[0].users.as_deref(), Some(&["alice".to_string()][..]));
         assert_eq!(c.share[0].read_only_users, vec!["bob".to_string()]);
     }

@@ -25,12 +25,15 @@ use std::sync::Arc;
 pub mod dosattrib;
 mod error;
 mod mem;
+mod names;
 mod posix;
 mod xattr;
 
 pub use mem::MemFs;
 
 pub use error::FsError;
+pub use names::fold;
+use names::NameCache;
 
 /// CreateDisposition (MS-SMB2 2.2.13).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +132,8 @@ pub struct SetTimes {
 pub struct PosixFs {
     root: Arc<OwnedFd>,
     read_only: bool,
+    /// Case-insensitive names (names.rs); `None` on a case-sensitive share.
+    names: Option<Arc<NameCache>>,
 }
 
 /// An open file or directory: the share-relative path it was opened by
@@ -198,8 +203,20 @@ impl Handle {
 impl PosixFs {
     /// Open (not create) the share root directory. Fails without openat2
     /// (Linux < 5.6).
-    pub fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
-        posix::new(root, read_only)
+    ///
+    /// Unless `case_sensitive`, names are matched ignoring case as on
+    /// Windows (MS-FSA 2.1.5.1 with IsCaseInsensitive): a path component that does not exist
+    /// as given names the entry equal to it ignoring case ([`fold`]), a
+    /// create meets that entry rather than making a second one, and names
+    /// keep the case they were created with. A per-directory cache answers
+    /// those lookups without a directory scan each: filled by one readdir
+    /// per directory, updated by smbq's own changes, read again when the
+    /// directory's ctime or mtime show a change made outside smbq, and
+    /// holding at most 64 MiB of names per share (least recently used
+    /// directories are dropped; names.rs says more). With `case_sensitive`
+    /// every name is taken exactly as the file system holds it.
+    pub fn new(root: &Path, read_only: bool, case_sensitive: bool) -> Result<PosixFs, FsError> {
+        posix::new(root, read_only, case_sensitive)
     }
 
     pub fn read_only(&self) -> bool {
@@ -208,7 +225,7 @@ impl PosixFs {
 
     /// The same root, refusing every change (for a share's read-only users).
     pub fn read_only_view(&self) -> PosixFs {
-        PosixFs { root: Arc::clone(&self.root), read_only: true }
+        PosixFs { root: Arc::clone(&self.root), read_only: true, names: self.names.clone() }
     }
 
     /// Open or create `path` per `opts` (MS-SMB2 3.3.5.9, MS-FSA 2.1.5.1).

@@ -5,6 +5,7 @@
 
 use crate::dosattrib::{self, DosInfo};
 use crate::xattr;
+use crate::names::{self, NameCache};
 use crate::{
     filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Handle, Kind,
     OpenOptions, PosixFs, SetTimes, STORED_ATTRIBUTES,
@@ -16,6 +17,7 @@ use rustix::fs::{
 use rustix::io::Errno;
 use smbq_wire::ea::Ea;
 use smbq_wire::NtStatus;
+use std::borrow::Cow;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
@@ -51,7 +53,7 @@ fn status(s: NtStatus) -> FsError {
 /// `openat2(dir, rel, flags | O_CLOEXEC, mode, BENEATH | NO_MAGICLINKS)`.
 /// EAGAIN (the kernel saw a concurrent rename while checking `..` in a
 /// symlink target) and EINTR are retried.
-fn beneath(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: u32) -> Result<OwnedFd, Errno> {
+pub(crate) fn beneath(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: u32) -> Result<OwnedFd, Errno> {
     let mut tries = 0;
     loop {
         match rfs::openat2(
@@ -114,7 +116,7 @@ pub(crate) fn check_name(path: &str) -> Result<(), FsError> {
 }
 
 /// Components as a path relative to the root fd (`.` for the root).
-fn rel(comps: &[&str]) -> String {
+pub(crate) fn rel<S: std::borrow::Borrow<str>>(comps: &[S]) -> String {
     if comps.is_empty() {
         ".".to_owned()
     } else {
@@ -147,7 +149,32 @@ fn lookup(root: BorrowedFd<'_>, comps: &[&str]) -> Result<OwnedFd, FsError> {
     }
 }
 
-fn statx_at(dir: BorrowedFd<'_>, name: &str, flags: AtFlags) -> Result<Statx, Errno> {
+/// On a case-insensitive share, `comps` as the share holds them when some
+/// component exists only in another case (names.rs); else `None`.
+fn other_case(fs: &PosixFs, comps: &[&str]) -> Option<Vec<String>> {
+    fs.names.as_ref()?.resolve(fs.root.as_fd(), comps)
+}
+
+/// `f` on the components as given; when that finds a name missing, `f`
+/// once more on the components as a case-insensitive share holds them, if
+/// some exists in another case (MS-FSA 2.1.5.1, IsCaseInsensitive).
+fn with_case<T>(
+    fs: &PosixFs,
+    comps: &[&str],
+    f: impl Fn(&[&str]) -> Result<T, FsError>,
+) -> Result<T, FsError> {
+    match f(comps) {
+        Err(e) if matches!(e.status(), NtStatus::OBJECT_NAME_NOT_FOUND | NtStatus::OBJECT_PATH_NOT_FOUND) => {
+            match other_case(fs, comps) {
+                Some(real) => f(&real.iter().map(String::as_str).collect::<Vec<_>>()),
+                None => Err(e),
+            }
+        }
+        r => r,
+    }
+}
+
+pub(crate) fn statx_at(dir: BorrowedFd<'_>, name: &str, flags: AtFlags) -> Result<Statx, Errno> {
     rfs::statx(
         dir,
         name,
@@ -156,7 +183,7 @@ fn statx_at(dir: BorrowedFd<'_>, name: &str, flags: AtFlags) -> Result<Statx, Er
     )
 }
 
-fn fstatx(fd: BorrowedFd<'_>) -> Result<Statx, Errno> {
+pub(crate) fn fstatx(fd: BorrowedFd<'_>) -> Result<Statx, Errno> {
     statx_at(fd, "", AtFlags::EMPTY_PATH)
 }
 
@@ -164,7 +191,7 @@ fn file_type(x: &Statx) -> FileType {
     FileType::from_raw_mode(x.stx_mode.into())
 }
 
-fn dev(x: &Statx) -> u64 {
+pub(crate) fn dev(x: &Statx) -> u64 {
     (u64::from(x.stx_dev_major) << 32) | u64::from(x.stx_dev_minor)
 }
 
@@ -245,7 +272,7 @@ fn stat_fd(fd: BorrowedFd<'_>) -> Result<FileStat, FsError> {
     Ok(to_stat(&x, dos_info(fd)))
 }
 
-pub(crate) fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
+pub(crate) fn new(root: &Path, read_only: bool, case_sensitive: bool) -> Result<PosixFs, FsError> {
     let fd = rfs::open(
         root,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -257,6 +284,7 @@ pub(crate) fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
     Ok(PosixFs {
         root: Arc::new(fd),
         read_only,
+        names: (!case_sensitive).then(|| Arc::new(NameCache::default())),
     })
 }
 
@@ -279,15 +307,35 @@ pub(crate) fn open(
     if fs.read_only && (opts.write || truncate || opts.disposition == Disposition::Create) {
         return Err(FsError::ReadOnly);
     }
+    open_at(fs, &comps, opts, truncate, true)
+}
+
+/// [`open`] of checked components. `resolve`: a name missing as given may
+/// still exist in another case (MS-FSA 2.1.5.1, IsCaseInsensitive): that
+/// entry is opened, not a second one created beside it.
+fn open_at(
+    fs: &PosixFs,
+    comps: &[&str],
+    opts: &OpenOptions,
+    truncate: bool,
+    resolve: bool,
+) -> Result<(Handle, CreateAction), FsError> {
     let root = fs.root.as_fd();
     let handle = |fd: OwnedFd, is_dir: bool| {
         let file = PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only };
         Handle::new(comps.join("\\"), is_dir, Arc::new(file))
     };
     for _ in 0..RETRIES {
-        match beneath(root, &rel(&comps), OFlags::PATH, 0) {
+        let found = beneath(root, &rel(comps), OFlags::PATH, 0);
+        if resolve && matches!(found, Err(Errno::NOENT | Errno::NOTDIR)) {
+            if let Some(real) = other_case(fs, comps) {
+                let real: Vec<&str> = real.iter().map(String::as_str).collect();
+                return open_at(fs, &real, opts, truncate, false);
+            }
+        }
+        match found {
             Ok(fd) => {
-                let (fd, is_dir, action) = open_existing(root, &comps, fd, opts, truncate)?;
+                let (fd, is_dir, action) = open_existing(root, comps, fd, opts, truncate)?;
                 return Ok((handle(fd, is_dir), action));
             }
             Err(Errno::NOENT) => {}
@@ -304,6 +352,7 @@ pub(crate) fn open(
         if fs.read_only {
             return Err(FsError::ReadOnly);
         }
+        let edit = names::edit(fs.names.as_deref(), dir.as_fd());
         let created = if opts.kind == Kind::Directory {
             rfs::mkdirat(&dir, *leaf, Mode::from_raw_mode(0o755)).and_then(|()| {
                 beneath(
@@ -324,6 +373,7 @@ pub(crate) fn open(
         };
         match created {
             Ok(fd) => {
+                edit.added(leaf);
                 return Ok((
                     handle(fd, opts.kind == Kind::Directory),
                     CreateAction::Created,
@@ -408,7 +458,7 @@ fn open_existing(
 
 pub(crate) fn stat_path(fs: &PosixFs, path: &str) -> Result<FileStat, FsError> {
     let comps = split(path)?;
-    let fd = lookup(fs.root.as_fd(), &comps)?;
+    let fd = with_case(fs, &comps, |c| lookup(fs.root.as_fd(), c))?;
     stat_fd(fd.as_fd())
 }
 
@@ -419,6 +469,10 @@ pub(crate) fn unlink(fs: &PosixFs, path: &str, is_dir: bool) -> Result<(), FsErr
         return Err(FsError::ReadOnly);
     }
     let comps = split(path)?;
+    with_case(fs, &comps, |comps| unlink_at(fs, comps, is_dir))
+}
+
+fn unlink_at(fs: &PosixFs, comps: &[&str], is_dir: bool) -> Result<(), FsError> {
     let Some((leaf, parent)) = comps.split_last() else {
         // The share root itself.
         return Err(status(NtStatus::ACCESS_DENIED));
@@ -430,30 +484,61 @@ pub(crate) fn unlink(fs: &PosixFs, path: &str, is_dir: bool) -> Result<(), FsErr
     } else {
         AtFlags::empty()
     };
+    let edit = names::edit(fs.names.as_deref(), dir.as_fd());
     rfs::unlinkat(&dir, *leaf, flags).map_err(|e| match e {
         // Some file systems report a non-empty directory as EEXIST.
         Errno::NOTEMPTY | Errno::EXIST => status(NtStatus::DIRECTORY_NOT_EMPTY),
         Errno::NOTDIR => status(NtStatus::NOT_A_DIRECTORY),
         e => err(e),
-    })
+    })?;
+    edit.removed(leaf);
+    Ok(())
 }
 
 /// MS-FSA 2.1.5.14.11 (FileRenameInformation): a directory target is
-/// ACCESS_DENIED even with ReplaceIfExists.
+/// ACCESS_DENIED even with ReplaceIfExists. On a case-insensitive share a
+/// target equal to an existing name ignoring case is that entry (a
+/// collision, or the file replaced, whose name stays), unless it is the
+/// file being renamed: then only the case of its name changes.
 pub(crate) fn rename(fs: &PosixFs, from: &str, to: &str, replace: bool) -> Result<(), FsError> {
     if fs.read_only {
         return Err(FsError::ReadOnly);
     }
     let (from, to) = (split(from)?, split(to)?);
-    let (Some((fleaf, fparent)), Some((tleaf, tparent))) = (from.split_last(), to.split_last())
-    else {
+    let Some((tleaf, tparent)) = to.split_last() else {
+        return Err(status(NtStatus::ACCESS_DENIED));
+    };
+    with_case(fs, &from, |from| {
+        with_case(fs, tparent, |tparent| rename_at(fs, from, tparent, tleaf, replace))
+    })
+}
+
+fn rename_at(
+    fs: &PosixFs,
+    from: &[&str],
+    tparent: &[&str],
+    tleaf: &str,
+    replace: bool,
+) -> Result<(), FsError> {
+    let Some((fleaf, fparent)) = from.split_last() else {
         return Err(status(NtStatus::ACCESS_DENIED));
     };
     let root = fs.root.as_fd();
     let fdir = open_parent(root, fparent)?;
     let tdir = open_parent(root, tparent)?;
+    // The target directory as the root of a one-component path.
+    let variant = fs.names.as_ref().and_then(|n| n.resolve(tdir.as_fd(), &[tleaf]));
+    let tleaf = match variant.and_then(|v| v.into_iter().next()) {
+        Some(v) if !same_entry((fdir.as_fd(), fleaf), (tdir.as_fd(), &v)) => Cow::Owned(v),
+        _ => Cow::Borrowed(tleaf),
+    };
+    // The same name of the same file (its directories named in another
+    // case): nothing to do, as rename(2) does nothing there.
+    if *fleaf == &*tleaf && same_entry((fdir.as_fd(), fleaf), (tdir.as_fd(), &tleaf)) {
+        return Ok(());
+    }
     let flags = if replace {
-        match statx_at(tdir.as_fd(), tleaf, AtFlags::SYMLINK_NOFOLLOW) {
+        match statx_at(tdir.as_fd(), &tleaf, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(x) if file_type(&x) == FileType::Directory => {
                 return Err(status(NtStatus::ACCESS_DENIED))
             }
@@ -462,14 +547,27 @@ pub(crate) fn rename(fs: &PosixFs, from: &str, to: &str, replace: bool) -> Resul
     } else {
         RenameFlags::NOREPLACE
     };
-    rfs::renameat_with(&fdir, *fleaf, &tdir, *tleaf, flags).map_err(|e| match e {
+    let (fedit, tedit) = (
+        names::edit(fs.names.as_deref(), fdir.as_fd()),
+        names::edit(fs.names.as_deref(), tdir.as_fd()),
+    );
+    rfs::renameat_with(&fdir, *fleaf, &tdir, &*tleaf, flags).map_err(|e| match e {
         Errno::NOENT => status(NtStatus::OBJECT_NAME_NOT_FOUND),
         // Different mounts inside the share.
         Errno::XDEV => status(NtStatus(0xC000_00D4)), // STATUS_NOT_SAME_DEVICE
         // A directory over a file, or over a directory created meanwhile.
         Errno::NOTEMPTY | Errno::ISDIR | Errno::NOTDIR => status(NtStatus::ACCESS_DENIED),
         e => err(e),
-    })
+    })?;
+    fedit.removed(fleaf);
+    tedit.added(&tleaf);
+    Ok(())
+}
+
+/// Whether two directory entries (not followed) are one file.
+fn same_entry(a: (BorrowedFd<'_>, &str), b: (BorrowedFd<'_>, &str)) -> bool {
+    let stat = |(dir, name)| statx_at(dir, name, AtFlags::SYMLINK_NOFOLLOW);
+    matches!((stat(a), stat(b)), (Ok(x), Ok(y)) if same_file(&x, &y))
 }
 
 /// MS-FSCC 2.5.8 / 2.5.4 (FileFsFullSizeInformation, FileFsSizeInformation).

@@ -25,7 +25,7 @@ fn fixture() -> Fixture {
     fs::write(outside.join("secret"), b"top secret").unwrap();
     fs::create_dir(share.join("a")).unwrap();
     fs::write(share.join("a").join("f"), b"inside").unwrap();
-    let fs = PosixFs::new(&share, false).unwrap();
+    let fs = PosixFs::new(&share, false, false).unwrap();
     Fixture {
         _dir: dir,
         share,
@@ -313,7 +313,7 @@ fn device_names_are_ordinary_files_inside() {
 #[test]
 fn read_only_share_refuses_changes() {
     let f = fixture();
-    let ro = PosixFs::new(&f.share, true).unwrap();
+    let ro = PosixFs::new(&f.share, true, false).unwrap();
     assert!(ro.read_only());
     let wp = NtStatus::ACCESS_DENIED;
     for d in [
@@ -412,7 +412,7 @@ fn symlink_loops_are_not_found() {
 #[test]
 fn magic_links_are_not_followed() {
     // A share that contains /proc magic links (RESOLVE_NO_MAGICLINKS).
-    let fs = PosixFs::new(Path::new("/proc/self"), true).unwrap();
+    let fs = PosixFs::new(Path::new("/proc/self"), true, false).unwrap();
     for p in ["root\\etc\\passwd", "cwd", "exe", "fd\\0"] {
         let s = open_status(&fs, p, opts(Disposition::Open));
         assert!(

@@ -28,7 +28,7 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let share = dir.path().join("share");
     fs::create_dir(&share).unwrap();
-    let fs = PosixFs::new(&share, false).unwrap();
+    let fs = PosixFs::new(&share, false, false).unwrap();
     Fixture {
         _dir: dir,
         share,
@@ -69,10 +69,10 @@ fn put(f: &Fixture, name: &str, data: &[u8]) {
 #[test]
 fn new_needs_an_existing_directory() {
     let f = fixture();
-    let e = PosixFs::new(&f.share.join("missing"), false).unwrap_err();
+    let e = PosixFs::new(&f.share.join("missing"), false, false).unwrap_err();
     assert_eq!(e.status(), NtStatus::OBJECT_NAME_NOT_FOUND);
     put(&f, "file", b"");
-    assert!(PosixFs::new(&f.share.join("file"), false).is_err());
+    assert!(PosixFs::new(&f.share.join("file"), false, false).is_err());
     assert!(!f.fs.read_only());
 }
 
@@ -476,7 +476,7 @@ fn stat_attributes_times_and_ids() {
     fs::hard_link(f.share.join("x"), f.share.join("x2")).unwrap();
     let x2 = f.fs.stat_path("x2").unwrap();
     assert_eq!((x2.file_id, x2.nlink), (x.file_id, 2));
-    let again = PosixFs::new(&f.share, true).unwrap();
+    let again = PosixFs::new(&f.share, true, false).unwrap();
     assert_eq!(again.stat_path("x").unwrap().file_id, x.file_id);
     assert_eq!(again.stat_path("d").unwrap().file_id, d.file_id);
     // Renaming keeps the id.
@@ -670,7 +670,7 @@ fn stat_fs_reports_the_volume() {
     assert!(s.block_size > 0 && s.total_blocks > 0);
     assert!(s.free_blocks <= s.total_blocks && s.avail_blocks <= s.free_blocks);
     assert_eq!(s.max_name_len, 255);
-    let again = PosixFs::new(&f.share, false).unwrap().stat_fs().unwrap();
+    let again = PosixFs::new(&f.share, false, false).unwrap().stat_fs().unwrap();
     assert_eq!(again.serial, s.serial);
 }
 

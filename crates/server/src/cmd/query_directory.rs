@@ -4,7 +4,7 @@
 
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{access, OpenKind};
-use smbq_vfs::DirEntry;
+use smbq_vfs::{fold, DirEntry};
 use smbq_wire::fscc::{dir_entry, dir_entry_fixed_len};
 use smbq_wire::query_directory::{begin_response, finish_response, flags, QueryDirectoryRequest};
 use smbq_wire::{NtStatus, Put};
@@ -22,15 +22,6 @@ pub struct DirCursor {
     /// Some entry was returned since the scan (re)started: an empty result
     /// is then NO_MORE_FILES rather than NO_SUCH_FILE.
     returned: bool,
-}
-
-/// Case-insensitive form of one character (simple uppercase mapping).
-fn fold(c: char) -> char {
-    let mut up = c.to_uppercase();
-    match (up.next(), up.next()) {
-        (Some(u), None) => u,
-        _ => c,
-    }
 }
 
 /// Does `name` match `pattern` (MS-FSA 2.1.4.4, FsRtlIsNameInExpression),
