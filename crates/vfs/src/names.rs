@@ -459,7 +459,10 @@ mod tests {
         // the answer came from the cache, not from another readdir.
         let k = key(&fstatx(dir.as_fd()).unwrap());
         let h = c.hash("Planted");
-        c.lock().dirs.get_mut(&k).unwrap().insert(h, "Planted");
+        let mut inner = c.lock();
+        inner.dirs.get_mut(&k).unwrap().insert(h, "Planted");
+        inner.bytes += cost("Planted");
+        drop(inner);
         assert_eq!(c.find(dir.as_fd(), "PLANTED").unwrap().as_deref(), Some("Planted"));
         // A change to the directory: read again.
         fs::write(t.path().join("Gamma"), b"").unwrap();
