@@ -281,7 +281,7 @@ impl FileSystem for MemFs {
         let tree = lock(&self.tree);
         let used: u64 = tree.nodes.values().map(|n| (n.data.len() as u64).max(n.allocation).div_ceil(BLOCK)).sum();
         let free = TOTAL_BLOCKS.saturating_sub(used);
-        Ok(FsStat { total_blocks: TOTAL_BLOCKS, free_blocks: free, avail_blocks: free, block_size: BLOCK, max_name_len: 255, serial: 0x4D45_4D31 })
+        Ok(FsStat { total_blocks: TOTAL_BLOCKS, free_blocks: free, avail_blocks: free, block_size: BLOCK, max_name_len: 255, serial: 0x4D45_4D31, block_refcounting: false })
     }
 }
 
