@@ -1,13 +1,15 @@
 //! IOCTL request decoder and the decoders of every FSCTL input the server
-//! parses (VALIDATE_NEGOTIATE_INFO, SRV_COPYCHUNK[_WRITE], and the inline
-//! QUERY_ALLOCATED_RANGES / SET_COMPRESSION reads), on arbitrary bytes:
+//! parses (VALIDATE_NEGOTIATE_INFO, SRV_COPYCHUNK[_WRITE],
+//! QUERY_ALLOCATED_RANGES, SET_ZERO_DATA, DUPLICATE_EXTENTS_TO_FILE), on arbitrary bytes:
 //! both as a whole IOCTL message and as a bare FSCTL input. No panic; what
 //! decodes re-encodes to the same value.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use smbq_wire::header::HEADER_LEN;
-use smbq_wire::ioctl::{fsctl, CopyChunkRequest, CopyChunkResponse, IoctlRequest, ValidateNegotiateRequest};
-use smbq_wire::Reader;
+use smbq_wire::ioctl::{
+    fsctl, AllocatedRange, CopyChunkRequest, CopyChunkResponse, DuplicateExtents, IoctlRequest, ValidateNegotiateRequest,
+    ZeroData,
+};
 
 /// The server's cap on chunks (smbq_server::cmd::ioctl::MAX_CHUNKS).
 const MAX_CHUNKS: usize = smbq_server::cmd::ioctl::MAX_CHUNKS as usize;
@@ -35,18 +37,37 @@ fn fsctl_input(code: u32, input: &[u8]) {
             }
         }
         fsctl::QUERY_ALLOCATED_RANGES => {
-            let mut r = Reader::new(input);
-            let _ = (r.u64(), r.u64());
+            if let Ok(q) = AllocatedRange::decode(input) {
+                let mut m = Vec::new();
+                q.encode(&mut m);
+                assert_eq!(m.as_slice(), &input[..16]);
+            }
+        }
+        fsctl::SET_ZERO_DATA => {
+            if let Ok(z) = ZeroData::decode(input) {
+                let mut m = Vec::new();
+                z.encode(&mut m);
+                assert_eq!(m.as_slice(), &input[..16]);
+            }
+        }
+        fsctl::DUPLICATE_EXTENTS_TO_FILE => {
+            if let Ok(d) = DuplicateExtents::decode(input) {
+                let mut m = Vec::new();
+                d.encode(&mut m);
+                assert_eq!(m.as_slice(), &input[..40]);
+            }
         }
         _ => {}
     }
 }
 
-const CODES: [u32; 4] = [
+const CODES: [u32; 6] = [
     fsctl::VALIDATE_NEGOTIATE_INFO,
     fsctl::SRV_COPYCHUNK,
     fsctl::SRV_COPYCHUNK_WRITE,
     fsctl::QUERY_ALLOCATED_RANGES,
+    fsctl::SET_ZERO_DATA,
+    fsctl::DUPLICATE_EXTENTS_TO_FILE,
 ];
 
 fuzz_target!(|data: &[u8]| {

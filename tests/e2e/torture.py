@@ -86,8 +86,6 @@ PARITY_SUITES = ["smb2.oplock", "smb2.lease", "smb2.durable-open", "smb2.durable
                  *FILE_SEMANTICS_SUITES]
 PARITY_GAPS: dict[str, str] = {
     "smb2.acls": "no NT ACLs stored or enforced yet (security.NTACL): every subtest needs them",
-    "smb2.ioctl": "no sparse files (FSCTL_SET_SPARSE, QUERY_ALLOCATED_RANGES, SET_ZERO_DATA): smbtorture skips "
-                  "the sparse subtests smbd passes",
     "smb2.delete-on-close-perms": "no NT ACLs enforced: two subtests set a directory DACL without delete rights",
 }
 

@@ -421,6 +421,8 @@ fn query_info_classes() {
     let (st, fsa) = c.query(f, info_type::FILESYSTEM, fs_class::ATTRIBUTE, 4096, 0);
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(&fsa[12..], &[b'N', 0, b'T', 0, b'F', 0, b'S', 0]);
+    // FILE_SUPPORTS_SPARSE_FILES (MS-FSCC 2.5.1).
+    assert_ne!(u32::from_le_bytes(fsa[..4].try_into().unwrap()) & 0x40, 0);
     let (st, ctl) = c.query(f, info_type::FILESYSTEM, fs_class::CONTROL, 4096, 0);
     assert_eq!((st, ctl.len()), (NtStatus::SUCCESS, 48));
     let (_, size) = c.query(f, info_type::FILESYSTEM, fs_class::FULL_SIZE, 4096, 0);

@@ -18,7 +18,7 @@
 
 use smbq_wire::ea::Ea;
 use smbq_wire::NtStatus;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -115,6 +115,9 @@ pub struct FsStat {
     pub max_name_len: u32,
     /// Stable volume serial number derived from st_dev of the share root.
     pub serial: u32,
+    /// Files can share blocks ([`Handle::clone_range`] works): the share
+    /// reports FILE_SUPPORTS_BLOCK_REFCOUNTING (MS-FSCC 2.5.1).
+    pub block_refcounting: bool,
 }
 
 /// Time changes for SET_INFO FileBasicInformation: `None` leaves a time
@@ -134,6 +137,8 @@ pub struct PosixFs {
     read_only: bool,
     /// Case-insensitive names (names.rs); `None` on a case-sensitive share.
     names: Option<Arc<NameCache>>,
+    /// FICLONE worked on two scratch files when the share was opened.
+    clones: bool,
 }
 
 /// An open file or directory: the share-relative path it was opened by
@@ -186,6 +191,38 @@ pub trait FileObject: Send + Sync + std::fmt::Debug {
     fn sync(&self) -> Result<(), FsError>;
     /// `path`: the handle's current share-relative path.
     fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError>;
+    /// See [`Handle::allocated_ranges`]. An object that keeps no holes
+    /// has data everywhere below its size.
+    fn allocated_ranges(&self, offset: u64, end: u64, max: usize) -> Result<(Vec<(u64, u64)>, bool), FsError> {
+        let end = end.min(self.stat()?.size);
+        Ok(match (offset < end, max) {
+            (false, _) => (Vec::new(), false),
+            (true, 0) => (Vec::new(), true),
+            (true, _) => (vec![(offset, end - offset)], false),
+        })
+    }
+    /// See [`Handle::zero_range`]. An object that keeps no holes writes
+    /// zeros.
+    fn zero_range(&self, offset: u64, len: u64, _deallocate: bool) -> Result<(), FsError> {
+        let end = offset.saturating_add(len).min(self.stat()?.size);
+        let zeros = [0u8; 64 * 1024];
+        let mut at = offset;
+        while at < end {
+            let n = (end - at).min(zeros.len() as u64) as usize;
+            self.write_vectored_at(&[zeros.get(..n).unwrap_or(&zeros)], at)?;
+            at += n as u64;
+        }
+        Ok(())
+    }
+    /// The descriptor behind the object, for calls that take two files
+    /// ([`Handle::clone_range`]); `None` where there is none.
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+    /// See [`Handle::clone_range`].
+    fn clone_range(&self, _src: &dyn FileObject, _src_offset: u64, _dst_offset: u64, _len: u64) -> Result<(), FsError> {
+        Err(FsError::Status(NtStatus::INVALID_DEVICE_REQUEST))
+    }
 }
 
 impl Handle {
@@ -225,7 +262,7 @@ impl PosixFs {
 
     /// The same root, refusing every change (for a share's read-only users).
     pub fn read_only_view(&self) -> PosixFs {
-        PosixFs { root: Arc::clone(&self.root), read_only: true, names: self.names.clone() }
+        PosixFs { root: Arc::clone(&self.root), read_only: true, names: self.names.clone(), clones: self.clones }
     }
 
     /// Open or create `path` per `opts` (MS-SMB2 3.3.5.9, MS-FSA 2.1.5.1).
@@ -331,6 +368,29 @@ impl Handle {
     /// else the link itself. INVALID_PARAMETER on a file handle.
     pub fn read_dir(&self) -> Result<Vec<DirEntry>, FsError> {
         self.file.read_dir(&self.path)
+    }
+    /// The ranges holding data within `offset..end` (clipped at the end
+    /// of file), as (offset, length) in file order, from SEEK_DATA and
+    /// SEEK_HOLE: at most `max` of them, and whether more follow
+    /// (MS-FSA 2.1.5.10.22, FSCTL_QUERY_ALLOCATED_RANGES).
+    pub fn allocated_ranges(&self, offset: u64, end: u64, max: usize) -> Result<(Vec<(u64, u64)>, bool), FsError> {
+        self.file.allocated_ranges(offset, end, max)
+    }
+    /// Make `len` bytes from `offset` read as zeros without changing the
+    /// size (the part past the end of file is left alone): with
+    /// `deallocate` by punching a hole (a sparse file), else by zeroing
+    /// the range in place, so that it stays allocated (MS-FSA 2.1.5.10,
+    /// FSCTL_SET_ZERO_DATA). Needs a handle opened for writing.
+    pub fn zero_range(&self, offset: u64, len: u64, deallocate: bool) -> Result<(), FsError> {
+        self.file.zero_range(offset, len, deallocate)
+    }
+    /// Make `len` bytes at `dst_offset` of this file share the blocks of
+    /// `src` at `src_offset` (FICLONERANGE; FSCTL_DUPLICATE_EXTENTS_TO_FILE,
+    /// MS-FSA 2.1.5.10). INVALID_DEVICE_REQUEST where the file system
+    /// cannot; INVALID_PARAMETER for ranges it cannot clone (not aligned
+    /// to its blocks).
+    pub fn clone_range(&self, src: &Handle, src_offset: u64, dst_offset: u64, len: u64) -> Result<(), FsError> {
+        self.file.clone_range(src.file.as_ref(), src_offset, dst_offset, len)
     }
 }
 

@@ -284,7 +284,7 @@ impl FileSystem for MemFs {
         let tree = lock(&self.tree);
         let used: u64 = tree.nodes.values().map(|n| (n.data.len() as u64).max(n.allocation).div_ceil(BLOCK)).sum();
         let free = TOTAL_BLOCKS.saturating_sub(used);
-        Ok(FsStat { total_blocks: TOTAL_BLOCKS, free_blocks: free, avail_blocks: free, block_size: BLOCK, max_name_len: 255, serial: 0x4D45_4D31 })
+        Ok(FsStat { total_blocks: TOTAL_BLOCKS, free_blocks: free, avail_blocks: free, block_size: BLOCK, max_name_len: 255, serial: 0x4D45_4D31, block_refcounting: false })
     }
 }
 
@@ -532,5 +532,26 @@ mod tests {
         let ro = fs.read_only_view();
         assert_eq!(code(ro.unlink("g", false)), NtStatus::ACCESS_DENIED);
         assert_eq!(code(ro.open("g", &opts(Disposition::Open, Kind::Any, true))), NtStatus::ACCESS_DENIED);
+    }
+
+    #[test]
+    fn no_holes_zeroing_writes_zeros_and_nothing_clones() {
+        let fs = fs();
+        let (h, _) = fs.open("f", &opts(Disposition::Create, Kind::Any, true)).unwrap();
+        h.write_at(&[7; 10], 0).unwrap();
+        // Zeroing stops at the end of file; deallocating or not, zeros are written.
+        h.zero_range(2, 100, true).unwrap();
+        let mut out = Vec::new();
+        h.read_append(&mut out, 100, 0).unwrap();
+        assert_eq!(out, [7, 7, 0, 0, 0, 0, 0, 0, 0, 0]);
+        // Data everywhere below the size, clipped by the query.
+        assert_eq!(h.allocated_ranges(1, 100, 4).unwrap(), (vec![(1, 9)], false));
+        assert_eq!(h.allocated_ranges(1, 100, 0).unwrap(), (vec![], true));
+        assert_eq!(h.allocated_ranges(10, 100, 4).unwrap(), (vec![], false));
+        assert!(!fs.stat_fs().unwrap().block_refcounting);
+        let (g, _) = fs.open("g", &opts(Disposition::Create, Kind::Any, true)).unwrap();
+        assert_eq!(code(g.clone_range(&h, 0, 0, 4)), NtStatus::INVALID_DEVICE_REQUEST);
+        let (r, _) = fs.open("f", &opts(Disposition::Open, Kind::Any, false)).unwrap();
+        assert_eq!(code(r.zero_range(0, 4, false)), NtStatus::ACCESS_DENIED);
     }
 }

@@ -18,7 +18,7 @@ use rustix::io::Errno;
 use smbq_wire::ea::Ea;
 use smbq_wire::NtStatus;
 use std::borrow::Cow;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -281,11 +281,24 @@ pub(crate) fn new(root: &Path, read_only: bool, case_sensitive: bool) -> Result<
     .map_err(err)?;
     // openat2 needs Linux 5.6: fail here, not on the first request.
     beneath(fd.as_fd(), ".", OFlags::PATH, 0).map_err(err)?;
+    let clones = !read_only && probe_clone(fd.as_fd());
     Ok(PosixFs {
         root: Arc::new(fd),
         read_only,
         names: (!case_sensitive).then(|| Arc::new(NameCache::default())),
+        clones,
     })
+}
+
+/// Whether the file system under `root` clones blocks: FICLONE between
+/// two unnamed scratch files (O_TMPFILE, gone when closed). False where
+/// O_TMPFILE or FICLONE is refused (ext4, tmpfs, no write permission).
+fn probe_clone(root: BorrowedFd<'_>) -> bool {
+    let scratch = || rfs::openat(root, ".", OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC, Mode::from_raw_mode(0o600));
+    match (scratch(), scratch()) {
+        (Ok(a), Ok(b)) => rfs::ioctl_ficlone(&b, &a).is_ok(),
+        _ => false,
+    }
 }
 
 /// MS-SMB2 3.3.5.9 / MS-FSA 2.1.5.1: open or create per CreateDisposition.
@@ -584,6 +597,7 @@ pub(crate) fn stat_fs(fs: &PosixFs) -> Result<FsStat, FsError> {
             .unwrap_or(u32::MAX)
             .min(MAX_COMPONENT as u32),
         serial: (d ^ (d >> 32)) as u32,
+        block_refcounting: fs.clones,
     })
 }
 
@@ -845,6 +859,83 @@ pub(crate) fn set_eas(h: &PosixFile, eas: &[Ea]) -> Result<(), FsError> {
     Ok(())
 }
 
+/// MS-FSA 2.1.5.10.22: the data ranges of `offset..end` (clipped at the
+/// end of file) by SEEK_DATA/SEEK_HOLE, at most `max`, and whether more
+/// follow.
+pub(crate) fn allocated_ranges(h: &PosixFile, offset: u64, end: u64, max: usize) -> Result<(Vec<(u64, u64)>, bool), FsError> {
+    let end = end.min(fstatx(h.fd.as_fd()).map_err(err)?.stx_size);
+    let mut ranges = Vec::new();
+    let mut at = offset;
+    while at < end {
+        let data = match rfs::seek(&h.fd, rfs::SeekFrom::Data(at)) {
+            Ok(d) => d,
+            // No data from `at` to the end of file.
+            Err(Errno::NXIO) => break,
+            Err(e) => return Err(err(e)),
+        };
+        if data >= end {
+            break;
+        }
+        let hole = rfs::seek(&h.fd, rfs::SeekFrom::Hole(data)).map_err(err)?;
+        if hole <= data {
+            return Err(status(NtStatus::INTERNAL_ERROR));
+        }
+        if ranges.len() == max {
+            return Ok((ranges, true));
+        }
+        ranges.push((data, hole.min(end) - data));
+        at = hole;
+    }
+    Ok((ranges, false))
+}
+
+/// FSCTL_SET_ZERO_DATA: `fallocate(PUNCH_HOLE | KEEP_SIZE)` to deallocate,
+/// else `fallocate(ZERO_RANGE | KEEP_SIZE)`, which keeps the blocks; where
+/// the file system has neither (ZERO_RANGE on tmpfs), zeros are written.
+/// Only the part below the end of file is zeroed, so that KEEP_SIZE does
+/// not allocate blocks past it.
+pub(crate) fn zero_range(h: &PosixFile, offset: u64, len: u64, deallocate: bool) -> Result<(), FsError> {
+    check_writable(h)?;
+    let end = offset.saturating_add(len).min(fstatx(h.fd.as_fd()).map_err(err)?.stx_size);
+    if offset >= end {
+        return Ok(());
+    }
+    let mode = if deallocate { FallocateFlags::PUNCH_HOLE } else { FallocateFlags::ZERO_RANGE };
+    match rfs::fallocate(&h.fd, mode | FallocateFlags::KEEP_SIZE, offset, end - offset) {
+        Err(Errno::OPNOTSUPP) => {
+            let zeros = [0u8; 64 * 1024];
+            let mut at = offset;
+            while at < end {
+                let n = (end - at).min(zeros.len() as u64) as usize;
+                write_at(h, &[zeros.get(..n).unwrap_or(&zeros)], at)?;
+                at += n as u64;
+            }
+            Ok(())
+        }
+        r => r.map_err(err),
+    }
+}
+
+/// FSCTL_DUPLICATE_EXTENTS_TO_FILE by FICLONERANGE from `src`. EOPNOTSUPP
+/// and EXDEV (no cloning here, or across file systems) are
+/// INVALID_DEVICE_REQUEST; EINVAL (a range not aligned to the file
+/// system's blocks) is INVALID_PARAMETER.
+pub(crate) fn clone_range(h: &PosixFile, src: BorrowedFd<'_>, src_offset: u64, dst_offset: u64, len: u64) -> Result<(), FsError> {
+    check_writable(h)?;
+    let range = libc::file_clone_range { src_fd: i64::from(src.as_raw_fd()), src_offset, src_length: len, dest_offset: dst_offset };
+    // SAFETY: FICLONERANGE reads one file_clone_range, which lives for the
+    // call; both descriptors are open.
+    let r = unsafe { libc::ioctl(h.fd.as_raw_fd(), libc::FICLONERANGE, &range) };
+    if r == 0 {
+        return Ok(());
+    }
+    match Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)) {
+        Errno::OPNOTSUPP | Errno::XDEV => Err(status(NtStatus::INVALID_DEVICE_REQUEST)),
+        Errno::INVAL => Err(status(NtStatus::INVALID_PARAMETER)),
+        e => Err(err(e)),
+    }
+}
+
 pub(crate) fn sync(h: &PosixFile) -> Result<(), FsError> {
     rfs::fsync(&h.fd).map_err(err)
 }
@@ -1022,5 +1113,18 @@ impl FileObject for PosixFile {
     }
     fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
         read_dir(self, path)
+    }
+    fn allocated_ranges(&self, offset: u64, end: u64, max: usize) -> Result<(Vec<(u64, u64)>, bool), FsError> {
+        allocated_ranges(self, offset, end, max)
+    }
+    fn zero_range(&self, offset: u64, len: u64, deallocate: bool) -> Result<(), FsError> {
+        zero_range(self, offset, len, deallocate)
+    }
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+    fn clone_range(&self, src: &dyn FileObject, src_offset: u64, dst_offset: u64, len: u64) -> Result<(), FsError> {
+        let src = src.fd().ok_or(status(NtStatus::INVALID_DEVICE_REQUEST))?;
+        clone_range(self, src, src_offset, dst_offset, len)
     }
 }

@@ -75,7 +75,9 @@ pub mod fs_attr {
     pub const CASE_SENSITIVE_SEARCH: u32 = 0x0000_0001;
     pub const CASE_PRESERVED_NAMES: u32 = 0x0000_0002;
     pub const UNICODE_ON_DISK: u32 = 0x0000_0004;
+    pub const SUPPORTS_SPARSE_FILES: u32 = 0x0000_0040;
     pub const READ_ONLY_VOLUME: u32 = 0x0008_0000;
+    pub const SUPPORTS_BLOCK_REFCOUNTING: u32 = 0x0800_0000;
 }
 
 /// DeviceType FILE_DEVICE_DISK and characteristics (MS-FSCC 2.5.10).

@@ -33,6 +33,9 @@ pub mod fsctl {
     pub const QUERY_ALLOCATED_RANGES: u32 = 0x0009_40CF;
     pub const CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
     pub const GET_OBJECT_ID: u32 = 0x0009_009C;
+    pub const SET_SPARSE: u32 = 0x0009_00C4;
+    pub const SET_ZERO_DATA: u32 = 0x0009_80C8;
+    pub const DUPLICATE_EXTENTS_TO_FILE: u32 = 0x0009_8344;
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -255,6 +258,92 @@ impl CopyChunkRequest {
     }
 }
 
+/// FILE_ALLOCATED_RANGE_BUFFER (MS-FSCC, FSCTL_QUERY_ALLOCATED_RANGES
+/// request and reply), 16 bytes: a byte range of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocatedRange {
+    pub offset: u64,
+    pub length: u64,
+}
+
+impl AllocatedRange {
+    pub const LEN: usize = 16;
+
+    /// The request's range. Bytes after the first 16 are ignored, as
+    /// Windows ignores them (smbtorture sparse_qar_malformed); fewer are
+    /// an error. Both fields are signed on the wire: a negative one is
+    /// [`DecodeError::Invalid`].
+    pub fn decode(input: &[u8]) -> Result<AllocatedRange, DecodeError> {
+        let mut r = Reader::new(input);
+        let (offset, length) = (non_negative(r.u64()?)?, non_negative(r.u64()?)?);
+        Ok(AllocatedRange { offset, length })
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.u64(self.offset);
+        out.u64(self.length);
+    }
+}
+
+/// A LARGE_INTEGER field that the spec says MUST be at least 0.
+fn non_negative(v: u64) -> Result<u64, DecodeError> {
+    if v > i64::MAX as u64 {
+        return Err(DecodeError::Invalid);
+    }
+    Ok(v)
+}
+
+/// FILE_ZERO_DATA_INFORMATION (MS-FSCC 2.3.85, FSCTL_SET_ZERO_DATA
+/// request), 16 bytes: FileOffset and BeyondFinalZero, each "MUST be
+/// greater than or equal to 0". Trailing bytes are ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZeroData {
+    pub file_offset: u64,
+    pub beyond_final_zero: u64,
+}
+
+impl ZeroData {
+    pub fn decode(input: &[u8]) -> Result<ZeroData, DecodeError> {
+        let mut r = Reader::new(input);
+        let (file_offset, beyond_final_zero) = (non_negative(r.u64()?)?, non_negative(r.u64()?)?);
+        Ok(ZeroData { file_offset, beyond_final_zero })
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.u64(self.file_offset);
+        out.u64(self.beyond_final_zero);
+    }
+}
+
+/// DUPLICATE_EXTENTS_DATA (MS-FSCC, FSCTL_DUPLICATE_EXTENTS_TO_FILE
+/// request), 40 bytes: the source open's FileId (as SMB2 sends it), the
+/// source and target offsets and the byte count, all signed on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DuplicateExtents {
+    pub source: FileId,
+    pub source_offset: u64,
+    pub target_offset: u64,
+    pub byte_count: u64,
+}
+
+impl DuplicateExtents {
+    pub fn decode(input: &[u8]) -> Result<DuplicateExtents, DecodeError> {
+        let mut r = Reader::new(input);
+        let source = FileId::decode(&mut r)?;
+        let source_offset = non_negative(r.u64()?)?;
+        let target_offset = non_negative(r.u64()?)?;
+        let byte_count = non_negative(r.u64()?)?;
+        Ok(DuplicateExtents { source, source_offset, target_offset, byte_count })
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        self.source.encode(out);
+        out.u64(self.source_offset);
+        out.u64(self.target_offset);
+        out.u64(self.byte_count);
+    }
+}
+
 /// SRV_COPYCHUNK_RESPONSE (2.2.32.1), 12 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyChunkResponse {
@@ -408,5 +497,38 @@ mod tests {
         resp.encode(&mut out);
         assert_eq!(out.len(), COPYCHUNK_RESPONSE_LEN);
         assert_eq!(CopyChunkResponse::decode(&out).unwrap(), resp);
+    }
+
+    #[test]
+    fn sparse_inputs() {
+        // FILE_ALLOCATED_RANGE_BUFFER as smbtorture sends it: offset 4096, length 1024.
+        let b = [0, 0x10, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0];
+        let q = AllocatedRange::decode(&b).unwrap();
+        assert_eq!(q, AllocatedRange { offset: 4096, length: 1024 });
+        let mut out = Vec::new();
+        q.encode(&mut out);
+        assert_eq!(out, b);
+        // Trailing bytes ignored, short input and negative fields refused.
+        assert_eq!(AllocatedRange::decode(&[b, b].concat()).unwrap(), q);
+        assert_eq!(AllocatedRange::decode(&b[..15]), Err(DecodeError::Truncated));
+        let neg = [&b[..8], &u64::MAX.to_le_bytes()[..]].concat();
+        assert_eq!(AllocatedRange::decode(&neg), Err(DecodeError::Invalid));
+
+        let z = ZeroData { file_offset: 0, beyond_final_zero: 4096 };
+        let mut out = Vec::new();
+        z.encode(&mut out);
+        assert_eq!(out, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(ZeroData::decode(&out).unwrap(), z);
+        assert_eq!(ZeroData::decode(&out[..8]), Err(DecodeError::Truncated));
+        out[15] = 0x80;
+        assert_eq!(ZeroData::decode(&out), Err(DecodeError::Invalid));
+
+        let d = DuplicateExtents { source: FileId { persistent: 7, volatile: 9 }, source_offset: 0, target_offset: 65536, byte_count: 4096 };
+        let mut out = Vec::new();
+        d.encode(&mut out);
+        assert_eq!(out.len(), 40);
+        assert_eq!(&out[..16], &[7, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(DuplicateExtents::decode(&out).unwrap(), d);
+        assert_eq!(DuplicateExtents::decode(&out[..39]), Err(DecodeError::Truncated));
     }
 }

@@ -667,10 +667,12 @@ fn open_file(
     // MS-FSA 2.1.5.1.1 and 2.1.5.1.2.1: a created, overwritten or
     // superseded file gets the attributes asked for, and ARCHIVE (a
     // directory only what was asked); what a new object has without
-    // stored attributes is not written.
+    // stored attributes is not written. SPARSE_FILE is not taken from
+    // CREATE (a file becomes sparse by FSCTL_SET_SPARSE; smbtorture
+    // smb2.ioctl.sparse_file_attr).
     if action != CreateAction::Opened {
         let default = if st.is_dir { 0 } else { attr::ARCHIVE };
-        let want = r.file_attributes & smbq_vfs::STORED_ATTRIBUTES | default;
+        let want = r.file_attributes & smbq_vfs::STORED_ATTRIBUTES & !attr::SPARSE_FILE | default;
         if want != default || action != CreateAction::Created {
             h.set_attributes(want).map_err(NtStatus::from)?;
             st = h.stat().map_err(NtStatus::from)?;

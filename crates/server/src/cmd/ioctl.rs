@@ -1,7 +1,9 @@
 //! IOCTL (MS-SMB2 2.2.31, 2.2.32; processing 3.3.5.15): the FSCTLs an SMB
 //! server answers itself (validate negotiate, network interfaces, DFS
-//! referrals, named pipe transceive, server-side copy) and a few file
-//! system ones with fixed answers. Unknown FSCTLs get what Samba answers
+//! referrals, named pipe transceive, server-side copy), the sparse-file
+//! ones (set sparse, zero data, allocated ranges), block cloning
+//! (duplicate extents) and a few file system ones with fixed answers.
+//! Unknown FSCTLs get what Samba answers
 //! (source3/smbd/smb2_ioctl_network_fs.c): STATUS_FS_DRIVER_REQUIRED on
 //! IPC$, STATUS_INVALID_DEVICE_REQUEST on a disk share.
 
@@ -9,9 +11,12 @@ use crate::cmd::lock::io_conflict;
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{access, Open, OpenKind};
 use crate::server::ShareKind;
+use smbq_vfs::Handle;
+use smbq_wire::fscc::attr;
 use smbq_wire::ioctl::{
     encode_network_interface, encode_resume_key, encode_response, encode_validate_negotiate_response, fsctl,
-    CopyChunkRequest, CopyChunkResponse, IoctlRequest, ValidateNegotiateRequest, COPYCHUNK_FIXED,
+    AllocatedRange, CopyChunkRequest, CopyChunkResponse, DuplicateExtents, IoctlRequest, ValidateNegotiateRequest,
+    ZeroData, COPYCHUNK_FIXED,
     COPYCHUNK_RESPONSE_LEN, IS_FSCTL, NETWORK_INTERFACE_INFO_LEN, RESUME_KEY_RESPONSE_LEN,
     VALIDATE_NEGOTIATE_RESPONSE_LEN,
 };
@@ -106,6 +111,7 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
         }
         fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE => copychunk(ctx, fid, r, out),
         fsctl::LMR_REQUEST_RESILIENCY => request_resiliency(ctx, fid, r.input),
+        fsctl::DUPLICATE_EXTENTS_TO_FILE => duplicate_extents(ctx, fid, r.input),
         code => {
             let o = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
             let Some(h) = o.handle() else {
@@ -159,33 +165,175 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
                     out.u16(0);
                     Ok(NtStatus::SUCCESS)
                 }
-                //= MS-FSCC 2.3.41, 2.3.42
-                //# Files are not sparse, so everything up to the end of file
-                //# is one allocated range.
-                fsctl::QUERY_ALLOCATED_RANGES => {
-                    let mut rd = smbq_wire::Reader::new(r.input);
-                    let (offset, length) = match (rd.u64(), rd.u64()) {
-                        (Ok(o), Ok(l)) if o <= i64::MAX as u64 && l <= i64::MAX as u64 => (o, l),
-                        _ => return Err(NtStatus::INVALID_PARAMETER),
+                fsctl::QUERY_ALLOCATED_RANGES => allocated_ranges(o, h, r, out),
+                fsctl::SET_SPARSE => set_sparse(o, h, r.input),
+                fsctl::SET_ZERO_DATA => {
+                    let server = &ctx.conn.server;
+                    let locked = |offset, len| {
+                        let files = server.lock_files();
+                        let locks = files.files.get(&o.file_key).map(|e| e.locks.as_slice()).unwrap_or(&[]);
+                        io_conflict(locks, o.owner(), offset, len, true)
                     };
-                    if h.is_dir {
-                        return Err(NtStatus::INVALID_PARAMETER);
-                    }
-                    let size = h.stat().map_err(NtStatus::from)?.size;
-                    let end = offset.saturating_add(length).min(size);
-                    if offset < end {
-                        if r.max_output_response < 16 {
-                            return Err(NtStatus::BUFFER_TOO_SMALL);
-                        }
-                        out.u64(offset);
-                        out.u64(end - offset);
-                    }
-                    Ok(NtStatus::SUCCESS)
+                    zero_data(o, h, r.input, locked)
                 }
                 _ => Err(if ipc { NtStatus::FS_DRIVER_REQUIRED } else { NtStatus::INVALID_DEVICE_REQUEST }),
             }
         }
     }
+}
+
+/// Whether the file is sparse (FILE_ATTRIBUTE_SPARSE_FILE stored).
+fn is_sparse(h: &Handle) -> Result<bool, NtStatus> {
+    Ok(h.stat().map_err(NtStatus::from)?.attributes & attr::SPARSE_FILE != 0)
+}
+
+/// FSCTL_SET_SPARSE (MS-FSCC 2.3.64; MS-FSA 2.1.5.10). The flag is kept
+/// as FILE_ATTRIBUTE_SPARSE_FILE among the stored attributes, as Samba
+/// keeps it; only FSCTL_SET_ZERO_DATA and FSCTL_QUERY_ALLOCATED_RANGES act
+/// on it (a Linux file has holes whatever the flag).
+fn set_sparse(o: &Open, h: &Handle, input: &[u8]) -> HResult {
+    //# Windows grants it with any of FILE_WRITE_DATA, FILE_WRITE_ATTRIBUTES
+    //# or FILE_APPEND_DATA (smbtorture sparse_perms); else STATUS_ACCESS_DENIED.
+    if o.access & (access::FILE_WRITE_DATA | access::FILE_WRITE_ATTRIBUTES | access::FILE_APPEND_DATA) == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    //# A directory is STATUS_INVALID_PARAMETER.
+    if h.is_dir {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    //# FILE_SET_SPARSE_BUFFER is optional: without it SetSparse is TRUE.
+    //# Bytes after SetSparse are ignored (smbtorture sparse_set_oversize).
+    let sparse = input.first() != Some(&0);
+    let attributes = h.stat().map_err(NtStatus::from)?.attributes;
+    let want = if sparse { attributes | attr::SPARSE_FILE } else { attributes & !attr::SPARSE_FILE };
+    if want != attributes {
+        h.set_attributes(want).map_err(NtStatus::from)?;
+    }
+    Ok(NtStatus::SUCCESS)
+}
+
+/// FSCTL_QUERY_ALLOCATED_RANGES (MS-FSCC 2.3.51, 2.3.52; MS-FSA
+/// 2.1.5.10.22). A sparse file's ranges come from SEEK_DATA/SEEK_HOLE; a
+/// file that is not sparse is allocated everywhere below its size (as
+/// Windows and Samba answer, whatever holes it has).
+fn allocated_ranges(o: &Open, h: &Handle, r: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HResult {
+    //# FILE_READ_DATA is needed (smbtorture sparse_perms), else
+    //# STATUS_ACCESS_DENIED.
+    if o.access & access::FILE_READ_DATA == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    //# An input shorter than FILE_ALLOCATED_RANGE_BUFFER, a negative
+    //# FileOffset or Length, or FileOffset + Length above MAXLONGLONG:
+    //# STATUS_INVALID_PARAMETER. So is a directory.
+    let q = AllocatedRange::decode(r.input).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let end = q.offset.checked_add(q.length).filter(|&e| e <= i64::MAX as u64).ok_or(NtStatus::INVALID_PARAMETER)?;
+    if h.is_dir {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let room = r.max_output_response as usize / AllocatedRange::LEN;
+    let (ranges, more) = if is_sparse(h)? {
+        h.allocated_ranges(q.offset, end, room).map_err(NtStatus::from)?
+    } else {
+        let end = end.min(h.stat().map_err(NtStatus::from)?.size);
+        match (q.offset < end, room) {
+            (false, _) => (Vec::new(), false),
+            (true, 0) => (Vec::new(), true),
+            (true, _) => (vec![(q.offset, end - q.offset)], false),
+        }
+    };
+    //# No room for one range where there is one: STATUS_BUFFER_TOO_SMALL;
+    //# room for some: those, with STATUS_BUFFER_OVERFLOW.
+    if more && ranges.is_empty() {
+        return Err(NtStatus::BUFFER_TOO_SMALL);
+    }
+    for (offset, length) in ranges {
+        AllocatedRange { offset, length }.encode(out);
+    }
+    Ok(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
+}
+
+/// FSCTL_SET_ZERO_DATA (MS-FSCC 2.3.85; MS-FSA 2.1.5.10). A sparse file
+/// gets a hole punched; any other file is zeroed in place and stays
+/// allocated, as Windows writes zeros to a file that is not sparse. The
+/// size never changes.
+fn zero_data(o: &Open, h: &Handle, input: &[u8], locked: impl Fn(u64, u64) -> bool) -> HResult {
+    //# FILE_WRITE_DATA is needed, else STATUS_ACCESS_DENIED.
+    if o.access & access::FILE_WRITE_DATA == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    //# A short input, a negative offset, FileOffset beyond BeyondFinalZero
+    //# or a directory: STATUS_INVALID_PARAMETER.
+    let z = ZeroData::decode(input).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    if h.is_dir || z.file_offset > z.beyond_final_zero {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let len = z.beyond_final_zero - z.file_offset;
+    if len == 0 {
+        return Ok(NtStatus::SUCCESS);
+    }
+    //# A byte-range lock of another open over the range:
+    //# STATUS_FILE_LOCK_CONFLICT.
+    if locked(z.file_offset, len) {
+        return Err(NtStatus::FILE_LOCK_CONFLICT);
+    }
+    h.zero_range(z.file_offset, len, is_sparse(h)?).map_err(NtStatus::from)?;
+    Ok(NtStatus::SUCCESS)
+}
+
+/// FSCTL_DUPLICATE_EXTENTS_TO_FILE (MS-FSCC 2.3.8; MS-FSA 2.1.5.10), by
+/// FICLONERANGE where the share's file system clones blocks; the checks
+/// and their order as Samba makes them (source3/smbd/smb2_ioctl_filesys.c).
+fn duplicate_extents(ctx: &mut Ctx<'_>, fid: FileId, input: &[u8]) -> HResult {
+    let target = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    let Some(dst) = target.handle() else { return Err(NtStatus::INVALID_DEVICE_REQUEST) };
+    //# Without FILE_SUPPORTS_BLOCK_REFCOUNTING: STATUS_INVALID_DEVICE_REQUEST.
+    let clones = target.share.fs().and_then(|fs| fs.stat_fs().ok()).is_some_and(|st| st.block_refcounting);
+    if !clones {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    let d = DuplicateExtents::decode(input).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    //# A source FileId that names no open of this session:
+    //# STATUS_INVALID_HANDLE (as Windows answers).
+    let source = ctx
+        .conn
+        .opens
+        .get(&d.source.volatile)
+        .filter(|s| s.file_id.persistent == d.source.persistent && s.session_id == ctx.session_id)
+        .ok_or(NtStatus::INVALID_HANDLE)?;
+    let Some(src) = source.handle() else { return Err(NtStatus::INVALID_HANDLE) };
+    if target.access & access::FILE_WRITE_DATA == 0 || source.access & access::FILE_READ_DATA == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if src.is_dir || dst.is_dir {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if d.byte_count == 0 {
+        return Ok(NtStatus::SUCCESS);
+    }
+    let src_end = d.source_offset.checked_add(d.byte_count).ok_or(NtStatus::INVALID_PARAMETER)?;
+    d.target_offset.checked_add(d.byte_count).ok_or(NtStatus::INVALID_PARAMETER)?;
+    //# A source range past the source's end: STATUS_NOT_SUPPORTED; a target
+    //# range past the target's end is cut there (Windows' behaviour).
+    if src.stat().map_err(NtStatus::from)?.size < src_end {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    let dst_size = dst.stat().map_err(NtStatus::from)?.size;
+    let count = d.byte_count.min(dst_size.checked_sub(d.target_offset).ok_or(NtStatus::INVALID_PARAMETER)?);
+    //# Overlapping ranges of one file, and a sparse source with a target
+    //# that is not sparse: STATUS_NOT_SUPPORTED.
+    let same = source.file_key == target.file_key;
+    if same && d.source_offset < d.target_offset.saturating_add(count) && d.target_offset < d.source_offset.saturating_add(count) {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if is_sparse(src)? && !is_sparse(dst)? {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    //# Byte-range locks do not stop it, on either file (unlike
+    //# FSCTL_SRV_COPYCHUNK; smbtorture dup_extents_src_lock, _dest_lock).
+    if count > 0 {
+        dst.clone_range(src, d.source_offset, d.target_offset, count).map_err(NtStatus::from)?;
+    }
+    Ok(NtStatus::SUCCESS)
 }
 
 /// The resume key of an open: its volatile and persistent ids and the
@@ -804,5 +952,132 @@ mod tests {
         let (r, body) = ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(key, &one), 12);
         assert_eq!(r, Ok(NtStatus::FILE_LOCK_CONFLICT));
         assert_eq!(output(&body).len(), COPYCHUNK_RESPONSE_LEN);
+    }
+
+    fn is_sparse(h: &harness::H, f: FileId) -> bool {
+        h.conn.st.opens[&f.volatile].handle().unwrap().stat().unwrap().attributes & attr::SPARSE_FILE != 0
+    }
+
+    #[test]
+    fn sparse_zero_data_and_ranges() {
+        const K64: u64 = 65536;
+        let mut h = harness::new();
+        let path = h.dir.path().join("s.bin");
+        std::fs::write(&path, vec![7u8; 4 * K64 as usize]).unwrap();
+        let f = h.open("s.bin", access::FILE_ALL);
+        let pair = |a: u64, b: u64| [a.to_le_bytes(), b.to_le_bytes()].concat();
+        let ranges = |body: &[u8]| output(body).chunks(16).map(|c| AllocatedRange::decode(c).unwrap()).map(|r| (r.offset, r.length)).collect::<Vec<_>>();
+
+        // SET_SPARSE without a buffer sets the attribute; one with a
+        // longer buffer whose first byte is 0 clears it.
+        assert!(!is_sparse(&h, f));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_SPARSE, f, &[], 0).0, Ok(NtStatus::SUCCESS));
+        assert!(is_sparse(&h, f));
+
+        // A hole punched in the middle: the data reads as zeros, the size
+        // stays, and the allocated ranges leave the hole out.
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair(K64, 3 * K64), 0).0, Ok(NtStatus::SUCCESS));
+        let data = std::fs::read(&path).unwrap();
+        assert_eq!(data.len() as u64, 4 * K64);
+        assert!(data[..K64 as usize].iter().all(|&b| b == 7));
+        assert!(data[K64 as usize..3 * K64 as usize].iter().all(|&b| b == 0));
+        assert!(data[3 * K64 as usize..].iter().all(|&b| b == 7));
+        let (r, body) = ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &pair(0, 1 << 30), 1024);
+        assert_eq!(r, Ok(NtStatus::SUCCESS));
+        assert_eq!(ranges(&body), [(0, K64), (3 * K64, K64)]);
+        // The query range clips the ranges.
+        let (_, body) = ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &pair(100, 3 * K64), 1024);
+        assert_eq!(ranges(&body), [(100, K64 - 100), (3 * K64, 100)]);
+        // Room for one of two ranges: that one and BUFFER_OVERFLOW; for none: BUFFER_TOO_SMALL.
+        let (r, body) = ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &pair(0, 1 << 30), 31);
+        assert_eq!((r, ranges(&body)), (Ok(NtStatus::BUFFER_OVERFLOW), vec![(0, K64)]));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &pair(0, 1 << 30), 15).0, Err(NtStatus::BUFFER_TOO_SMALL));
+        // Nothing allocated in the hole: an empty answer even without room.
+        let (r, body) = ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &pair(K64, K64), 0);
+        assert_eq!((r, ranges(&body)), (Ok(NtStatus::SUCCESS), vec![]));
+
+        // Cleared, the file reads as allocated everywhere again.
+        let mut clear = vec![0u8; 100];
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_SPARSE, f, &clear, 0).0, Ok(NtStatus::SUCCESS));
+        assert!(!is_sparse(&h, f));
+        let (_, body) = ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &pair(0, 1 << 30), 1024);
+        assert_eq!(ranges(&body), [(0, 4 * K64)]);
+        clear[0] = 1;
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_SPARSE, f, &clear, 0).0, Ok(NtStatus::SUCCESS));
+        assert!(is_sparse(&h, f));
+
+        // Not sparse: zeroing writes zeros and keeps the range allocated.
+        std::fs::write(h.dir.path().join("n.bin"), vec![9u8; 2 * K64 as usize]).unwrap();
+        let n = h.open("n.bin", access::FILE_ALL);
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, n, &pair(10, K64 + 10), 0).0, Ok(NtStatus::SUCCESS));
+        let data = std::fs::read(h.dir.path().join("n.bin")).unwrap();
+        assert_eq!((data[9], data[10], data[K64 as usize + 9], data[K64 as usize + 10]), (9, 0, 0, 9));
+
+        // Past the end of file it changes nothing; an empty range is fine;
+        // FileOffset beyond BeyondFinalZero or a short input is refused.
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair(8 * K64, 9 * K64), 0).0, Ok(NtStatus::SUCCESS));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 4 * K64);
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair(5, 5), 0).0, Ok(NtStatus::SUCCESS));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair(6, 5), 0).0, Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &[0; 15], 0).0, Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, f, &[0; 15], 64).0, Err(NtStatus::INVALID_PARAMETER));
+
+        // Another open's byte-range lock over the range.
+        let key = h.conn.st.opens[&f.volatile].file_key;
+        let other = OpenOwner { connection: 99, volatile: 1 };
+        h.conn.st.server.lock_files().entry(key).locks.push(ByteLock { owner: other, offset: 0, length: 10, exclusive: false });
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair(5, 6), 0).0, Err(NtStatus::FILE_LOCK_CONFLICT));
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair(10, 11), 0).0, Ok(NtStatus::SUCCESS));
+    }
+
+    #[test]
+    fn sparse_access_checks() {
+        let mut h = harness::new();
+        std::fs::write(h.dir.path().join("p.bin"), [1u8; 100]).unwrap();
+        let pair = [0u64.to_le_bytes(), 50u64.to_le_bytes()].concat();
+        // SET_SPARSE: any of WRITE_DATA, WRITE_ATTRIBUTES, APPEND_DATA.
+        for (granted, ok) in [
+            (access::FILE_WRITE_DATA, true),
+            (access::FILE_WRITE_ATTRIBUTES, true),
+            (access::FILE_APPEND_DATA, true),
+            (access::FILE_WRITE_EA | access::FILE_READ_DATA, false),
+        ] {
+            let f = h.open("p.bin", granted);
+            let want = if ok { Ok(NtStatus::SUCCESS) } else { Err(NtStatus::ACCESS_DENIED) };
+            assert_eq!(ioctl(&mut h, DISK, fsctl::SET_SPARSE, f, &[], 0).0, want, "granted {granted:#x}");
+        }
+        // QUERY_ALLOCATED_RANGES needs READ_DATA, SET_ZERO_DATA WRITE_DATA.
+        let ra = h.open("p.bin", access::FILE_READ_ATTRIBUTES | access::FILE_READ_EA | access::FILE_EXECUTE);
+        assert_eq!(ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, ra, &pair, 64).0, Err(NtStatus::ACCESS_DENIED));
+        let rd = h.open("p.bin", access::FILE_READ_DATA);
+        assert_eq!(ioctl(&mut h, DISK, fsctl::QUERY_ALLOCATED_RANGES, rd, &pair, 64).0, Ok(NtStatus::SUCCESS));
+        for granted in [access::FILE_WRITE_ATTRIBUTES, access::FILE_APPEND_DATA] {
+            let f = h.open("p.bin", granted);
+            assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair, 0).0, Err(NtStatus::ACCESS_DENIED));
+        }
+        let wd = h.open("p.bin", access::FILE_WRITE_DATA);
+        assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, wd, &pair, 0).0, Ok(NtStatus::SUCCESS));
+        assert_eq!(std::fs::read(h.dir.path().join("p.bin")).unwrap()[..51], [[0u8; 50].as_slice(), &[1]].concat());
+    }
+
+    #[test]
+    fn duplicate_extents_without_cloning() {
+        let mut h = harness::new();
+        std::fs::write(h.dir.path().join("src"), [1u8; 8192]).unwrap();
+        let src = h.open("src", access::FILE_ALL);
+        let dst = h.open("dst", access::FILE_ALL);
+        let clones = h.conn.st.server.share("data").unwrap().fs().unwrap().stat_fs().unwrap().block_refcounting;
+        let mut input = Vec::new();
+        DuplicateExtents { source: src, source_offset: 0, target_offset: 0, byte_count: 4096 }.encode(&mut input);
+        let (r, _) = ioctl(&mut h, DISK, fsctl::DUPLICATE_EXTENTS_TO_FILE, dst, &input, 0);
+        if clones {
+            // A reflink file system (btrfs, xfs): the target is shorter
+            // than the range, so nothing is cloned, successfully.
+            assert_eq!(r, Ok(NtStatus::SUCCESS));
+        } else {
+            //= MS-FSCC 2.3.8
+            //# Without block refcounting: STATUS_INVALID_DEVICE_REQUEST.
+            assert_eq!(r, Err(NtStatus::INVALID_DEVICE_REQUEST));
+        }
     }
 }

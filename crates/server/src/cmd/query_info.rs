@@ -267,9 +267,20 @@ fn fs_info(server: &Server, open: &Open, c: u8) -> Result<Info, NtStatus> {
         }
         fs_class::ATTRIBUTE => {
             let st = fs.stat_fs().map_err(NtStatus::from)?;
-            let mut a = fs_attr::CASE_SENSITIVE_SEARCH | fs_attr::CASE_PRESERVED_NAMES | fs_attr::UNICODE_ON_DISK;
+            //= MS-FSCC 2.5.1
+            //# FILE_SUPPORTS_SPARSE_FILES: the SPARSE_FILE attribute is kept
+            //# and holes are punched and found (FSCTL_SET_SPARSE, _SET_ZERO_DATA,
+            //# _QUERY_ALLOCATED_RANGES); FILE_SUPPORTS_BLOCK_REFCOUNTING only
+            //# where the file system clones blocks (FSCTL_DUPLICATE_EXTENTS_TO_FILE).
+            let mut a = fs_attr::CASE_SENSITIVE_SEARCH
+                | fs_attr::CASE_PRESERVED_NAMES
+                | fs_attr::UNICODE_ON_DISK
+                | fs_attr::SUPPORTS_SPARSE_FILES;
             if fs.read_only() {
                 a |= fs_attr::READ_ONLY_VOLUME;
+            }
+            if st.block_refcounting {
+                a |= fs_attr::SUPPORTS_BLOCK_REFCOUNTING;
             }
             fscc::fs_attribute(&mut d, a, st.max_name_len.clamp(1, 255), "NTFS");
             16

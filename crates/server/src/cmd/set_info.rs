@@ -124,8 +124,11 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             //# them; DIRECTORY is implied by the object).
             // Watchers hear of it from inotify (IN_ATTRIB: the
             // extended attribute or the mode changed).
+            //# FILE_ATTRIBUTE_SPARSE_FILE is not changed this way (only by
+            //# FSCTL_SET_SPARSE): it keeps its current value.
             if b.attributes != 0 {
-                h.set_attributes(b.attributes).map_err(NtStatus::from)?;
+                let sparse = h.stat().map_err(NtStatus::from)?.attributes & attr::SPARSE_FILE;
+                h.set_attributes(b.attributes & !attr::SPARSE_FILE | sparse).map_err(NtStatus::from)?;
             }
             Ok(())
         }
