@@ -4,8 +4,8 @@
 //! relative symlink can reach outside the share: the kernel answers EXDEV.
 
 use crate::{
-    filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Handle, Kind,
-    OpenOptions, PosixFs, SetTimes,
+    filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Kind,
+    OpenOptions, PosixFs, SetTimes, StreamInfo,
 };
 use rustix::fs::{
     self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Statx,
@@ -229,12 +229,14 @@ pub(crate) fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
     })
 }
 
-/// MS-SMB2 3.3.5.9 / MS-FSA 2.1.5.1: open or create per CreateDisposition.
-pub(crate) fn open(
+/// MS-SMB2 3.3.5.9 / MS-FSA 2.1.5.1: open or create per CreateDisposition
+/// (the file itself; [`crate::streams::open`] makes the [`crate::Handle`]):
+/// the object, whether it is a directory, and what the open did.
+pub(crate) fn open_file(
     fs: &PosixFs,
     path: &str,
     opts: &OpenOptions,
-) -> Result<(Handle, CreateAction), FsError> {
+) -> Result<(PosixFile, bool, CreateAction), FsError> {
     let comps = split(path)?;
     let truncate = matches!(
         opts.disposition,
@@ -249,15 +251,12 @@ pub(crate) fn open(
         return Err(FsError::ReadOnly);
     }
     let root = fs.root.as_fd();
-    let handle = |fd: OwnedFd, is_dir: bool| {
-        let file = PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only };
-        Handle::new(comps.join("\\"), is_dir, Arc::new(file))
-    };
+    let handle = |fd: OwnedFd| PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only };
     for _ in 0..RETRIES {
         match beneath(root, &rel(&comps), OFlags::PATH, 0) {
             Ok(fd) => {
                 let (fd, is_dir, action) = open_existing(root, &comps, fd, opts, truncate)?;
-                return Ok((handle(fd, is_dir), action));
+                return Ok((handle(fd), is_dir, action));
             }
             Err(Errno::NOENT) => {}
             Err(Errno::NOTDIR) => return Err(status(NtStatus::OBJECT_PATH_NOT_FOUND)),
@@ -293,10 +292,8 @@ pub(crate) fn open(
         };
         match created {
             Ok(fd) => {
-                return Ok((
-                    handle(fd, opts.kind == Kind::Directory),
-                    CreateAction::Created,
-                ))
+                let is_dir = opts.kind == Kind::Directory;
+                return Ok((handle(fd), is_dir, CreateAction::Created));
             }
             // Someone created it since our lookup: open what is there now.
             // (A dangling symlink also lands here: O_EXCL does not follow it.)
@@ -777,6 +774,18 @@ pub(crate) struct PosixFile {
     read_only: bool,
 }
 
+impl PosixFile {
+    /// Its fd (O_PATH for a metadata-only open of an unreadable file).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Opened on a read-only share.
+    pub(crate) fn read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
 impl FileObject for PosixFile {
     fn stat(&self) -> Result<FileStat, FsError> {
         fstat(self)
@@ -807,5 +816,8 @@ impl FileObject for PosixFile {
     }
     fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
         read_dir(self, path)
+    }
+    fn streams(&self) -> Result<Vec<StreamInfo>, FsError> {
+        crate::streams::list(self)
     }
 }
