@@ -268,13 +268,17 @@ def _random_password() -> str:
     return "Pw" + secrets.token_hex(12)
 
 
-def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose: bool = False) -> Server:
+def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose: bool = False,
+               share_dir: Path | None = None) -> Server:
+    """`share_dir`: serve that existing directory (another server's share)
+    instead of a new one in `workdir`."""
     binary = smbq_bin()
     if not binary.exists():
         raise RuntimeError(f"{binary} does not exist: run `cargo build --release -p smbq` first")
-    share_dir = workdir / "share"
+    if share_dir is None:
+        share_dir = workdir / "share"
+        share_dir.mkdir()
     state_dir = workdir / "state"
-    share_dir.mkdir()
     state_dir.mkdir()
     users = workdir / "users"
     user = "tester"
@@ -381,6 +385,9 @@ def start_smbd(workdir: Path, mode: str) -> Server:
 [{SHARE}]
   path = {share_dir}
   read only = no
+  vfs objects = acl_xattr streams_xattr
+  store dos attributes = yes
+  ea support = yes
 """)
     _ensure_unix_user(SMBD_UNIX_USER)
     password = _random_password()
