@@ -51,6 +51,8 @@ SUITES = [
     "smb2.compound_find",
     "smb2.sharemode",
     "smb2.deny",
+    "smb2.streams",
+    "smb2.fileid",
 ]
 # SMBQ_TEST_QUICK: leave out the slowest suites.
 QUICK_SKIP = {"smb2.create", "smb2.dir", "smb2.maxfid", "smb2.rename", "smb2.oplock", "smb2.lease", "smb2.replay",
@@ -62,7 +64,8 @@ QUICK_SKIP = {"smb2.create", "smb2.dir", "smb2.maxfid", "smb2.rename", "smb2.opl
 PARITY = 0.9
 PARITY_SUITES = ["smb2.oplock", "smb2.lease", "smb2.durable-open", "smb2.durable-v2-open", "smb2.replay",
                  "smb2.multichannel", "smb2.session", "smb2.notify", "smb2.compound_async", "smb2.compound_find",
-                 "smb2.sharemode", "smb2.deny", "smb2.lock", "smb2.credits", "smb2.connect"]
+                 "smb2.sharemode", "smb2.deny", "smb2.lock", "smb2.credits", "smb2.connect", "smb2.streams",
+                 "smb2.fileid"]
 PARITY_GAPS: dict[str, str] = {}
 
 # Options for every run; smbtorture's defaults otherwise.

@@ -65,7 +65,7 @@ fn beneath(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: u32) -> Result<O
 
 /// One path component: MS-FSCC 2.1.5.2 forbids `" * / : < > ? \ |` and
 /// control characters; `.` and `..` never name a file here; `:` would name
-/// an alternate data stream, which we do not have.
+/// an alternate data stream, which `streams::parse` splits off first.
 fn check_component(c: &str) -> Result<(), FsError> {
     let bad = c.is_empty()
         || c == "."
