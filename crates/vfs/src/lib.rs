@@ -30,7 +30,7 @@ mod posix;
 mod streams;
 
 pub use mem::MemFs;
-pub use streams::{fold as fold_stream_name, named_stream, parse as parse_stream, Stream, StreamInfo, MAX_STREAM_SIZE, XATTR_PREFIX};
+pub use streams::{fold as fold_stream_name, named_stream, parse as parse_stream, Stream, StreamInfo, MAX_STREAM_SIZE};
 
 pub use error::FsError;
 

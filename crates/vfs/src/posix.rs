@@ -232,7 +232,7 @@ pub(crate) fn new(root: &Path, read_only: bool) -> Result<PosixFs, FsError> {
 /// MS-SMB2 3.3.5.9 / MS-FSA 2.1.5.1: open or create per CreateDisposition
 /// (the file itself; [`crate::streams::open`] makes the [`crate::Handle`]):
 /// the object, whether it is a directory, and what the open did.
-pub(crate) fn open_file(
+pub(crate) fn open(
     fs: &PosixFs,
     path: &str,
     opts: &OpenOptions,

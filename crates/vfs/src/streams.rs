@@ -24,7 +24,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Samba's SAMBA_XATTR_DOSSTREAM_PREFIX.
-pub const XATTR_PREFIX: &str = "user.DosStream.";
+const XATTR_PREFIX: &str = "user.DosStream.";
 /// The stream type Samba stores after the name (`streams_xattr:store_stream_type = yes`).
 const DATA_TYPE: &str = ":$DATA";
 /// XATTR_SIZE_MAX: the largest value Linux stores.
@@ -353,7 +353,7 @@ fn disposition_of_base(d: Disposition) -> Disposition {
 /// Open the unnamed stream of `base` (the file itself), removing its named
 /// streams when the open overwrites it.
 fn open_unnamed(fs: &PosixFs, base: &str, opts: &OpenOptions) -> Result<(Handle, CreateAction), FsError> {
-    let (file, is_dir, action) = posix::open_file(fs, base, opts)?;
+    let (file, is_dir, action) = posix::open(fs, base, opts)?;
     if matches!(action, CreateAction::Overwritten | CreateAction::Superseded) {
         remove_all(file.fd())?;
     }
@@ -386,7 +386,7 @@ fn open_named(fs: &PosixFs, base: &str, name: &str, opts: &OpenOptions) -> Resul
         return Err(FsError::ReadOnly);
     }
     let base_opts = OpenOptions { disposition: disposition_of_base(opts.disposition), kind: Kind::Any, read: true, write: opts.write };
-    let (file, _, _) = posix::open_file(fs, base, &base_opts)?;
+    let (file, _, _) = posix::open(fs, base, &base_opts)?;
     let fd = file.fd();
     let existing = find(fd, name)?;
     let (xattr, action) = match (existing, opts.disposition) {
@@ -424,7 +424,7 @@ pub(crate) fn stat_path(fs: &PosixFs, path: &str) -> Result<FileStat, FsError> {
     let (base, stream) = parse(path)?;
     let Stream::Named(name) = stream else { return posix::stat_path(fs, base) };
     let opts = OpenOptions { disposition: Disposition::Open, kind: Kind::Any, read: false, write: false };
-    let (file, _, _) = posix::open_file(fs, base, &opts)?;
+    let (file, _, _) = posix::open(fs, base, &opts)?;
     let x = find(file.fd(), name)?.ok_or(status(NtStatus::OBJECT_NAME_NOT_FOUND))?;
     let v = get(file.fd(), &x).map_err(io)?.ok_or(status(NtStatus::OBJECT_NAME_NOT_FOUND))?;
     Ok(stream_stat(file.stat()?, v.len().saturating_sub(1) as u64))
@@ -448,7 +448,7 @@ pub(crate) fn unlink(fs: &PosixFs, path: &str, is_dir: bool) -> Result<(), FsErr
         return Err(FsError::ReadOnly);
     }
     let opts = OpenOptions { disposition: Disposition::Open, kind: Kind::Any, read: true, write: false };
-    let (file, _, _) = posix::open_file(fs, base, &opts)?;
+    let (file, _, _) = posix::open(fs, base, &opts)?;
     let x = find(file.fd(), name)?.ok_or(status(NtStatus::OBJECT_NAME_NOT_FOUND))?;
     remove(file.fd(), &x).map_err(|e| match e {
         Errno::NODATA => status(NtStatus::OBJECT_NAME_NOT_FOUND),
