@@ -269,14 +269,17 @@ def _random_password() -> str:
 
 
 def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose: bool = False,
-               share_opts: str = "") -> Server:
-    """``share_opts``: appended to the ``--share`` flag (e.g. ``",case_sensitive"``)."""
+               share_opts: str = "", share_dir: Path | None = None) -> Server:
+    """``share_opts``: appended to the ``--share`` flag (e.g. ``",case_sensitive"``);
+    ``share_dir``: serve that existing directory (another server's share)
+    instead of a new one in ``workdir``."""
     binary = smbq_bin()
     if not binary.exists():
         raise RuntimeError(f"{binary} does not exist: run `cargo build --release -p smbq` first")
-    share_dir = workdir / "share"
+    if share_dir is None:
+        share_dir = workdir / "share"
+        share_dir.mkdir()
     state_dir = workdir / "state"
-    share_dir.mkdir()
     state_dir.mkdir()
     users = workdir / "users"
     user = "tester"

@@ -158,7 +158,7 @@ def test_stream_names(env, name):
     (share / "file.txt").write_bytes(b"plain")
     create_via(conn, tid, name)
     # Whatever the server answered, no stream or oddly named file appeared on disk outside the share,
-    # and the base file is untouched (streams are not supported by smbq: the create fails).
+    # and the base file's data is untouched (a stream lives in an extended attribute of the file).
     assert (share / "file.txt").read_bytes() in (b"plain", b"written")
     assert not any(":" in p.name for p in outside.iterdir())
 

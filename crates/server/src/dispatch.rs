@@ -334,6 +334,13 @@ pub(crate) fn process(c: &mut Connection, now: Instant, msg: &[u8], enc: Option<
     if starts.is_empty() {
         return Ok(());
     }
+    // The last response of a compound is padded to 8 bytes too, as
+    // Windows and Samba pad it (smbtorture smb2.compound.compound-padding);
+    // a lone response is not.
+    if let (true, Some(&(last, _))) = (starts.len() > 1, starts.last()) {
+        let pad = (8 - (out.len() - last) % 8) % 8;
+        out.resize(out.len() + pad, 0);
+    }
     finish(c, out, &starts, enc);
     if !c.pending.is_empty() {
         // Work released by this message (a LOGOFF closing handles) is

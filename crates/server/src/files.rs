@@ -85,6 +85,9 @@ pub struct FileEntry {
     /// The last write time clients see while the file is open, when it is
     /// not the file system's ([`WriteTime`]).
     pub write_time: Option<WriteTime>,
+    /// For a named stream: its file's key and its folded name (its key
+    /// in [`FileTable::streams`]).
+    pub stream: Option<(u64, String)>,
 }
 
 /// How long after a write its new last write time shows (Windows and
@@ -201,12 +204,18 @@ impl FileEntry {
     }
 }
 
-/// Keyed by `FileStat::file_id`.
+/// Keyed by `FileStat::file_id` for files and directories. A named
+/// stream has an entry of its own ([`FileTable::stream_key`]): its share
+/// modes, oplocks, leases and locks are its own, as on NTFS, while
+/// `FileStat::file_id` (what clients see) is its file's.
 #[derive(Debug, Default)]
 pub struct FileTable {
     pub files: HashMap<u64, FileEntry>,
     /// Which file each lease is on (a lease key names one file).
     pub leases: HashMap<LeaseId, u64>,
+    /// The entry key of each open named stream, by its file's key and
+    /// folded name.
+    pub streams: HashMap<(u64, String), u64>,
 }
 
 impl FileTable {
@@ -219,6 +228,48 @@ impl FileTable {
 
     pub fn entry(&mut self, key: u64) -> &mut FileEntry {
         self.files.entry(key).or_default()
+    }
+
+    /// The entry key of named stream `name` of the file keyed `base`: the
+    /// key of its open entry, else a new one taken by no open entry.
+    /// A renamed stream keeps its key ([`FileTable::rename_stream`]).
+    pub fn stream_key(&self, base: u64, name: &str) -> u64 {
+        let folded = smbq_vfs::fold_stream_name(name);
+        if let Some(&k) = self.streams.get(&(base, folded.clone())) {
+            return k;
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&(base, &folded), &mut h);
+        let mut k = std::hash::Hasher::finish(&h);
+        while k == 0 || self.files.contains_key(&k) {
+            k = k.wrapping_add(1);
+        }
+        k
+    }
+
+    /// The entry of a stream's new open, registered under its name.
+    pub fn stream_entry(&mut self, key: u64, base: u64, name: &str) -> &mut FileEntry {
+        let id = (base, smbq_vfs::fold_stream_name(name));
+        self.streams.insert(id.clone(), key);
+        let e = self.files.entry(key).or_default();
+        e.stream = Some(id);
+        e
+    }
+
+    /// A stream of file `base` was renamed to `name`: its entry is found
+    /// by the new name.
+    pub fn rename_stream(&mut self, key: u64, name: &str) {
+        let Some(e) = self.files.get_mut(&key) else { return };
+        let Some((base, old)) = e.stream.take() else { return };
+        let id = (base, smbq_vfs::fold_stream_name(name));
+        self.streams.remove(&(base, old));
+        self.streams.insert(id.clone(), key);
+        e.stream = Some(id);
+    }
+
+    /// The keys of the open streams of the file keyed `base`.
+    pub fn open_streams(&self, base: u64) -> Vec<u64> {
+        self.streams.iter().filter(|((b, _), _)| *b == base).map(|(_, &k)| k).collect()
     }
 
     /// The parent lease key the open `owner` of file `key` made its lease
@@ -243,12 +294,28 @@ impl FileTable {
         }
         let Some(e) = self.files.get_mut(&key) else { return (true, Vec::new()) };
         let waiters = std::mem::take(&mut e.waiters);
-        if e.opens.is_empty() {
-            self.files.remove(&key);
-            (true, waiters)
-        } else {
-            (false, waiters)
+        if !e.opens.is_empty() {
+            return (false, waiters);
         }
+        // A file deleted while its streams are open stays, delete
+        // pending, until they close (MS-FSA 2.1.5.4).
+        if e.delete_pending && e.stream.is_none() && !self.open_streams(key).is_empty() {
+            return (false, waiters);
+        }
+        if let Some(id) = self.files.remove(&key).and_then(|e| e.stream) {
+            self.streams.remove(&id);
+        }
+        (true, waiters)
+    }
+
+    /// After the last open of a stream of file `base` closed: the file's
+    /// path if its deletion waited for that (its entry is then gone).
+    pub fn deferred_delete(&mut self, base: u64) -> Option<String> {
+        let e = self.files.get(&base)?;
+        if !(e.opens.is_empty() && e.delete_pending && self.open_streams(base).is_empty()) {
+            return None;
+        }
+        self.files.remove(&base).map(|e| e.path)
     }
 }
 

@@ -315,7 +315,9 @@ fn messages_in_chunks() {
 fn create_errors() {
     let mut c = Client::new();
     assert_eq!(c.create("missing", GENERIC_READ, 0, disposition::OPEN, 0), Err(NtStatus::OBJECT_NAME_NOT_FOUND));
-    assert_eq!(c.create("a:b", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_NAME_INVALID));
+    // A stream of an unknown type, or one on a directory of the path.
+    assert_eq!(c.create("a:b:$FOO", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_NAME_INVALID));
+    assert_eq!(c.create("a:b\\c", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_NAME_INVALID));
     assert_eq!(c.create("..\\..", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
     assert_eq!(c.create("a\\..\\b", GENERIC_READ, 0, disposition::OPEN_IF, 0), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
     assert_eq!(c.create("x", GENERIC_READ, 0, 6, 0), Err(NtStatus::INVALID_PARAMETER));
@@ -696,4 +698,62 @@ fn enumeration_sees_deletions_made_meanwhile() {
     let (st, rest) = c.list(d, 0, "*");
     assert_eq!((st, rest), (NtStatus::SUCCESS, vec!["b".to_string(), "bb".to_string(), "d".to_string()]));
     assert_eq!(c.list(d, 0, "*").0, NtStatus::NO_MORE_FILES);
+}
+
+/// Named streams have share modes of their own (a different stream of the
+/// same file opens alongside), a DELETE open of the file needs its open
+/// streams to share delete, a file deleted while a stream is open goes when
+/// the stream closes (DELETE_PENDING meanwhile), a file with an open stream
+/// keeps its name, and a stream renames within its file (smbtorture
+/// smb2.streams semantics, MS-FSA 2.1.5.1.2).
+#[test]
+fn streams_share_modes_and_deletion() {
+    let mut c = Client::new();
+    let rw = GENERIC_READ | GENERIC_WRITE;
+    let s1 = c.create("f:one", rw, 0, disposition::CREATE, 0).unwrap();
+    assert_eq!(c.write(s1, 0, b"stream data"), NtStatus::SUCCESS);
+    // Another stream, and the file itself, open despite share mode 0.
+    let s2 = c.create("f:two:$DATA", rw, 0, disposition::CREATE, 0).unwrap();
+    let base = c.create("f", rw, 0, disposition::OPEN, 0).unwrap();
+    assert_eq!(c.create("f:ONE", rw, 0, disposition::OPEN, 0), Err(NtStatus::SHARING_VIOLATION));
+    // The stream shares no delete: the file cannot be opened for DELETE.
+    assert_eq!(c.create("f", DELETE, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::SHARING_VIOLATION));
+    c.close(s2, 0);
+    c.close(base, 0);
+    // A file with an open stream keeps its name.
+    let f = c.create("f", DELETE | READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, 0);
+    assert_eq!(f, Err(NtStatus::SHARING_VIOLATION), "s1 still shares no delete");
+    c.close(s1, 0);
+    let s1 = c.create("f:one", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    let f = c.create("f", DELETE, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    let mut ri = Vec::new();
+    RenameInfo { replace_if_exists: false, root_directory: 0, name: "g".into() }.encode(&mut ri);
+    assert_eq!(c.set(f, class::RENAME, &ri), NtStatus::ACCESS_DENIED);
+    // Deleted while the stream is open: pending until it closes.
+    assert_eq!(c.set(f, class::DISPOSITION, &[1]), NtStatus::SUCCESS);
+    c.close(f, 0);
+    assert!(c.dir.path().join("f").exists());
+    assert_eq!(c.read(s1, 0, 100), (NtStatus::SUCCESS, b"stream data".to_vec()));
+    assert_eq!(c.create("f", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::DELETE_PENDING));
+    assert_eq!(c.create("f:two", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::DELETE_PENDING));
+    c.close(s1, 0);
+    assert!(!c.dir.path().join("f").exists());
+
+    // A stream renames within its file; delete-on-close removes only it.
+    let s = c.create("g:old", rw | DELETE, ALL_SHARE, disposition::CREATE, 0).unwrap();
+    assert_eq!(c.write(s, 0, b"moved"), NtStatus::SUCCESS);
+    ri.clear();
+    RenameInfo { replace_if_exists: false, root_directory: 0, name: ":new:$DATA".into() }.encode(&mut ri);
+    assert_eq!(c.set(s, class::RENAME, &ri), NtStatus::SUCCESS);
+    ri.clear();
+    RenameInfo { replace_if_exists: false, root_directory: 0, name: "h:x".into() }.encode(&mut ri);
+    assert_eq!(c.set(s, class::RENAME, &ri), NtStatus::SHARING_VIOLATION, "a stream does not leave its file");
+    let n = c.create("g:NEW", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    assert_eq!(c.read(n, 0, 100), (NtStatus::SUCCESS, b"moved".to_vec()));
+    assert_eq!(c.set(s, class::DISPOSITION, &[1]), NtStatus::SUCCESS);
+    c.close(s, 0);
+    assert_eq!(c.create("g:new", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::DELETE_PENDING));
+    c.close(n, 0);
+    assert_eq!(c.create("g:new", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::OBJECT_NAME_NOT_FOUND));
+    assert!(c.dir.path().join("g").exists(), "the file stays");
 }

@@ -9,8 +9,11 @@
 //! Paths come in SMB form: relative to the share, components separated by
 //! `\`, no leading separator (the server strips one). An empty path is the
 //! share root. [`check_name`] rejects what can never name a file here
-//! (`:` streams, `\\?\` prefixes, wildcards, NUL, `.`/`..` components,
-//! empty components); a trailing `::$DATA` names the file itself. A symlink
+//! (`:`, `\\?\` prefixes, wildcards, NUL, `.`/`..` components, empty
+//! components). The last component may name a stream of the file
+//! ([`parse_stream`], MS-FSCC 2.1.5): `::$DATA` is the file itself, and on
+//! a [`PosixFs`] named streams live in extended attributes as Samba's
+//! `vfs_streams_xattr` keeps them (see the `streams` module). A symlink
 //! inside the share is followed when its target stays inside; one that
 //! leads out is ACCESS_DENIED. Unlink and rename act on a link itself.
 //!
@@ -27,9 +30,11 @@ mod error;
 mod mem;
 mod names;
 mod posix;
+mod streams;
 mod xattr;
 
 pub use mem::MemFs;
+pub use streams::{fold as fold_stream_name, named_stream, parse as parse_stream, Stream, StreamInfo, MAX_STREAM_SIZE};
 
 pub use error::FsError;
 pub use names::fold;
@@ -165,6 +170,11 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     fn unlink(&self, path: &str, is_dir: bool) -> Result<(), FsError>;
     fn rename(&self, from: &str, to: &str, replace: bool) -> Result<(), FsError>;
     fn stat_fs(&self) -> Result<FsStat, FsError>;
+    /// Whether paths may name alternate data streams (FILE_NAMED_STREAMS,
+    /// MS-FSCC 2.5.1).
+    fn named_streams(&self) -> bool {
+        false
+    }
 }
 
 /// The object an open [`Handle`] holds (see the `Handle` methods).
@@ -223,6 +233,23 @@ pub trait FileObject: Send + Sync + std::fmt::Debug {
     fn clone_range(&self, _src: &dyn FileObject, _src_offset: u64, _dst_offset: u64, _len: u64) -> Result<(), FsError> {
         Err(FsError::Status(NtStatus::INVALID_DEVICE_REQUEST))
     }
+    /// The data streams of the file (MS-FSCC 2.4.43), the unnamed one
+    /// (`::$DATA`, which a directory lacks) first. Without named streams:
+    /// that one alone.
+    fn streams(&self) -> Result<Vec<StreamInfo>, FsError> {
+        let st = self.stat()?;
+        Ok(if st.is_dir {
+            Vec::new()
+        } else {
+            vec![StreamInfo { name: "::$DATA".to_owned(), size: st.size, allocation_size: st.allocation_size }]
+        })
+    }
+    /// Rename the named stream this object is to `target` (`:name[:$DATA]`
+    /// or `::$DATA`), MS-FSA 2.1.5.15.11.1; its new name, `None` for the
+    /// unnamed stream. Objects that are no named stream: INVALID_PARAMETER.
+    fn rename_stream(&self, _target: &str, _replace: bool) -> Result<Option<String>, FsError> {
+        Err(FsError::Status(NtStatus::INVALID_PARAMETER))
+    }
 }
 
 impl Handle {
@@ -274,18 +301,18 @@ impl PosixFs {
     /// Created files are mode 0644, directories 0755 (less the umask).
     /// FIFOs, sockets and devices open only without data access.
     pub fn open(&self, path: &str, opts: &OpenOptions) -> Result<(Handle, CreateAction), FsError> {
-        posix::open(self, path, opts)
+        streams::open(self, path, opts)
     }
 
     pub fn stat_path(&self, path: &str) -> Result<FileStat, FsError> {
-        posix::stat_path(self, path)
+        streams::stat_path(self, path)
     }
 
     /// Remove the file or empty directory `path` (delete-on-close); a
     /// non-empty directory is DIRECTORY_NOT_EMPTY. A symlink is removed as a
     /// link even when `is_dir` (it was opened as the directory it names).
     pub fn unlink(&self, path: &str, is_dir: bool) -> Result<(), FsError> {
-        posix::unlink(self, path, is_dir)
+        streams::unlink(self, path, is_dir)
     }
 
     /// Rename `from` to `to`, both share-relative. Without `replace`, an
@@ -392,6 +419,20 @@ impl Handle {
     pub fn clone_range(&self, src: &Handle, src_offset: u64, dst_offset: u64, len: u64) -> Result<(), FsError> {
         self.file.clone_range(src.file.as_ref(), src_offset, dst_offset, len)
     }
+    /// See [`FileObject::streams`].
+    pub fn streams(&self) -> Result<Vec<StreamInfo>, FsError> {
+        self.file.streams()
+    }
+    /// See [`FileObject::rename_stream`]; the handle's path follows.
+    pub fn rename_stream(&mut self, target: &str, replace: bool) -> Result<(), FsError> {
+        let new = self.file.rename_stream(target, replace)?;
+        let base = self.path.split_once(':').map_or(self.path.as_str(), |(b, _)| b).to_owned();
+        self.path = match new {
+            Some(name) => format!("{base}:{name}"),
+            None => base,
+        };
+        Ok(())
+    }
 }
 
 impl FileSystem for PosixFs {
@@ -402,19 +443,22 @@ impl FileSystem for PosixFs {
         Arc::new(PosixFs::read_only_view(self))
     }
     fn open(&self, path: &str, opts: &OpenOptions) -> Result<(Handle, CreateAction), FsError> {
-        posix::open(self, path, opts)
+        streams::open(self, path, opts)
     }
     fn stat_path(&self, path: &str) -> Result<FileStat, FsError> {
-        posix::stat_path(self, path)
+        streams::stat_path(self, path)
     }
     fn unlink(&self, path: &str, is_dir: bool) -> Result<(), FsError> {
-        posix::unlink(self, path, is_dir)
+        streams::unlink(self, path, is_dir)
     }
     fn rename(&self, from: &str, to: &str, replace: bool) -> Result<(), FsError> {
         posix::rename(self, from, to, replace)
     }
     fn stat_fs(&self) -> Result<FsStat, FsError> {
         posix::stat_fs(self)
+    }
+    fn named_streams(&self) -> bool {
+        true
     }
 }
 

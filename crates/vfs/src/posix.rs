@@ -7,8 +7,8 @@ use crate::dosattrib::{self, DosInfo};
 use crate::xattr;
 use crate::names::{self, NameCache};
 use crate::{
-    filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Handle, Kind,
-    OpenOptions, PosixFs, SetTimes, STORED_ATTRIBUTES,
+    filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Kind,
+    OpenOptions, PosixFs, SetTimes, StreamInfo, STORED_ATTRIBUTES,
 };
 use rustix::fs::{
     self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Statx,
@@ -71,7 +71,7 @@ pub(crate) fn beneath(dir: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: u32) 
 
 /// One path component: MS-FSCC 2.1.5.2 forbids `" * / : < > ? \ |` and
 /// control characters; `.` and `..` never name a file here; `:` would name
-/// an alternate data stream, which we do not have.
+/// an alternate data stream, which `streams::parse` splits off first.
 fn check_component(c: &str) -> Result<(), FsError> {
     let bad = c.is_empty()
         || c == "."
@@ -301,12 +301,14 @@ fn probe_clone(root: BorrowedFd<'_>) -> bool {
     }
 }
 
-/// MS-SMB2 3.3.5.9 / MS-FSA 2.1.5.1: open or create per CreateDisposition.
+/// MS-SMB2 3.3.5.9 / MS-FSA 2.1.5.1: open or create per CreateDisposition
+/// (the file itself; [`crate::streams::open`] makes the [`crate::Handle`]):
+/// the object, whether it is a directory, and what the open did.
 pub(crate) fn open(
     fs: &PosixFs,
     path: &str,
     opts: &OpenOptions,
-) -> Result<(Handle, CreateAction), FsError> {
+) -> Result<(PosixFile, bool, CreateAction, String), FsError> {
     let comps = split(path)?;
     let truncate = matches!(
         opts.disposition,
@@ -332,12 +334,9 @@ fn open_at(
     opts: &OpenOptions,
     truncate: bool,
     resolve: bool,
-) -> Result<(Handle, CreateAction), FsError> {
+) -> Result<(PosixFile, bool, CreateAction, String), FsError> {
     let root = fs.root.as_fd();
-    let handle = |fd: OwnedFd, is_dir: bool| {
-        let file = PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only };
-        Handle::new(comps.join("\\"), is_dir, Arc::new(file))
-    };
+    let handle = |fd: OwnedFd| PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only };
     for _ in 0..RETRIES {
         let found = beneath(root, &rel(comps), OFlags::PATH, 0);
         if resolve && matches!(found, Err(Errno::NOENT | Errno::NOTDIR)) {
@@ -349,7 +348,7 @@ fn open_at(
         match found {
             Ok(fd) => {
                 let (fd, is_dir, action) = open_existing(root, comps, fd, opts, truncate)?;
-                return Ok((handle(fd, is_dir), action));
+                return Ok((handle(fd), is_dir, action, comps.join("\\")));
             }
             Err(Errno::NOENT) => {}
             Err(Errno::NOTDIR) => return Err(status(NtStatus::OBJECT_PATH_NOT_FOUND)),
@@ -387,10 +386,8 @@ fn open_at(
         match created {
             Ok(fd) => {
                 edit.added(leaf);
-                return Ok((
-                    handle(fd, opts.kind == Kind::Directory),
-                    CreateAction::Created,
-                ))
+                let is_dir = opts.kind == Kind::Directory;
+                return Ok((handle(fd), is_dir, CreateAction::Created, comps.join("\\")));
             }
             // Someone created it since our lookup: open what is there now.
             // (A dangling symlink also lands here: O_EXCL does not follow it.)
@@ -1077,6 +1074,18 @@ pub(crate) struct PosixFile {
     read_only: bool,
 }
 
+impl PosixFile {
+    /// Its fd (O_PATH for a metadata-only open of an unreadable file).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Opened on a read-only share.
+    pub(crate) fn read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
 impl FileObject for PosixFile {
     fn stat(&self) -> Result<FileStat, FsError> {
         fstat(self)
@@ -1126,5 +1135,8 @@ impl FileObject for PosixFile {
     fn clone_range(&self, src: &dyn FileObject, src_offset: u64, dst_offset: u64, len: u64) -> Result<(), FsError> {
         let src = src.fd().ok_or(status(NtStatus::INVALID_DEVICE_REQUEST))?;
         clone_range(self, src, src_offset, dst_offset, len)
+    }
+    fn streams(&self) -> Result<Vec<StreamInfo>, FsError> {
+        crate::streams::list(self)
     }
 }

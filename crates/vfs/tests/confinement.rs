@@ -139,8 +139,9 @@ fn win32_prefixes_streams_and_wildcards_are_invalid() {
         "\\??\\C:\\x",
         "??\\C:\\x",
         "C:\\x",
-        "a\\f:stream",
-        "a\\f:stream:$DATA",
+        "a\\f:stream:$FOO",
+        "a\\f:st/ream",
+        "a:stream\\f",
         "f*",
         "f?",
         "f<",
@@ -169,9 +170,10 @@ fn default_data_stream_suffix_names_the_file() {
     assert_eq!(h.read_append(&mut buf, 16, 0).unwrap(), 6);
     assert_eq!(buf, b"inside");
     assert_eq!(f.fs.stat_path("a\\f::$data").unwrap().size, 6);
-    // Only the whole suffix, and only after a name.
+    // Only after a name, and only with a type after the second colon.
     assert_refused(&f.fs, "::$DATA", NtStatus::OBJECT_NAME_INVALID);
-    assert_refused(&f.fs, "a\\f:$DATA", NtStatus::OBJECT_NAME_INVALID);
+    assert_refused(&f.fs, "a\\f:", NtStatus::OBJECT_NAME_INVALID);
+    assert_refused(&f.fs, "a\\f::", NtStatus::OBJECT_NAME_INVALID);
 }
 
 #[test]

@@ -76,6 +76,7 @@ pub mod fs_attr {
     pub const CASE_PRESERVED_NAMES: u32 = 0x0000_0002;
     pub const UNICODE_ON_DISK: u32 = 0x0000_0004;
     pub const SUPPORTS_SPARSE_FILES: u32 = 0x0000_0040;
+    pub const NAMED_STREAMS: u32 = 0x0004_0000;
     pub const READ_ONLY_VOLUME: u32 = 0x0008_0000;
     pub const SUPPORTS_BLOCK_REFCOUNTING: u32 = 0x0800_0000;
 }
@@ -220,18 +221,30 @@ pub fn attribute_tag(out: &mut Vec<u8>, m: &FileMeta) {
     out.u32(0);
 }
 
-/// FileStreamInformation (MS-FSCC 2.4.48): the unnamed data stream of a
-/// file; directories have none.
-pub fn stream(out: &mut Vec<u8>, m: &FileMeta) {
-    if m.directory {
-        return;
+/// FileStreamInformation (MS-FSCC 2.4.48): one entry per data stream
+/// (name as `::$DATA` or `:name:$DATA`, size, allocation size), each
+/// starting on an 8-byte boundary, NextEntryOffset 0 on the last. A
+/// directory without named streams has no entry at all.
+pub fn streams<'a>(out: &mut Vec<u8>, list: impl IntoIterator<Item = (&'a str, u64, u64)>) {
+    let mut prev: Option<usize> = None;
+    for (name, size, allocation) in list {
+        while !out.len().is_multiple_of(8) {
+            out.push(0);
+        }
+        let start = out.len();
+        if let Some(p) = prev {
+            let next = (start - p) as u32;
+            if let Some(dst) = out.get_mut(p..p + 4) {
+                dst.copy_from_slice(&next.to_le_bytes());
+            }
+        }
+        out.u32(0);
+        out.u32(utf16_len(name) as u32);
+        out.u64(size);
+        out.u64(allocation);
+        put_utf16le(out, name);
+        prev = Some(start);
     }
-    const NAME: &str = "::$DATA";
-    out.u32(0);
-    out.u32(utf16_len(NAME) as u32);
-    out.u64(m.end_of_file);
-    out.u64(m.allocation_size);
-    put_utf16le(out, NAME);
 }
 
 /// FileCompressionInformation (MS-FSCC 2.4.9), 16 bytes: not compressed.
@@ -622,14 +635,23 @@ mod tests {
     }
 
     #[test]
-    fn streams() {
+    fn streams_list() {
         let mut v = Vec::new();
-        stream(&mut v, &meta());
+        streams(&mut v, [("::$DATA", 1000, 1024)]);
         assert_eq!(v.len(), 24 + 14);
+        assert_eq!(&v[0..4], &0u32.to_le_bytes());
         assert_eq!(&v[4..8], &14u32.to_le_bytes());
         assert_eq!(&v[8..16], &1000u64.to_le_bytes());
+        assert_eq!(&v[16..24], &1024u64.to_le_bytes());
+        // Appended after 38 bytes: padded to 40; entries 8-aligned, linked.
+        streams(&mut v, [("::$DATA", 1, 8), (":ab:$DATA", 2, 8)]);
+        let second = &v[38..];
+        assert_eq!(&second[0..2], &[0, 0], "padding");
+        assert_eq!(&second[2..6], &40u32.to_le_bytes());
+        assert_eq!(&second[42..46], &0u32.to_le_bytes(), "the last entry ends the list");
+        assert_eq!(&second[46..50], &18u32.to_le_bytes());
         let mut d = Vec::new();
-        stream(&mut d, &FileMeta { directory: true, ..meta() });
+        streams(&mut d, []);
         assert!(d.is_empty());
     }
 

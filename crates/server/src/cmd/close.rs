@@ -81,9 +81,12 @@ pub fn release(server: &crate::server::Server, open: Open, now: Instant) -> Open
             }
             _ => None,
         };
+        let base = entry.stream.as_ref().map(|(b, _)| *b);
         // Another connection may have renamed the file since this open.
         let path = if entry.path.is_empty() { open.path.clone() } else { entry.path.clone() };
         let (last, waiters) = files.remove_open(open.file_key, owner);
+        // The last open of a stream of a file deleted meanwhile: the file goes now.
+        let deferred = base.filter(|_| last).and_then(|b| files.deferred_delete(b));
         drop(files);
         server.wake(&waiters);
         if let (Some(t), OpenKind::File(h)) = (write_time.filter(|_| !delete), &open.kind) {
@@ -94,10 +97,18 @@ pub fn release(server: &crate::server::Server, open: Open, now: Instant) -> Open
         }
         let Some(fs) = open.share.fs() else { return open };
         let mut changed = open.written;
+        let mut doomed = Vec::new();
         if let (true, true, OpenKind::File(h)) = (last, delete, &open.kind) {
-            match fs.unlink(&path, h.is_dir) {
+            doomed.push((path.clone(), h.is_dir));
+        }
+        if let Some(p) = deferred {
+            let is_dir = fs.stat_path(&p).is_ok_and(|st| st.is_dir);
+            doomed.push((p, is_dir));
+        }
+        for (p, is_dir) in doomed {
+            match fs.unlink(&p, is_dir) {
                 Ok(()) => changed = true,
-                Err(e) => tracing::debug!(%path, error = %e, "delete on close failed"),
+                Err(e) => tracing::debug!(path = %p, error = %e, "delete on close failed"),
             }
         }
         if changed {

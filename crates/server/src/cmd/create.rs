@@ -3,7 +3,7 @@
 //! access-mask and share-mode rules the other file commands reuse.
 
 use crate::dispatch::{Ctx, HResult, Req};
-use crate::files::{OpenOwner, OpenRef};
+use crate::files::{FileTable, OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
 use crate::durable;
 use crate::files::{Lease, LeaseId};
@@ -519,6 +519,45 @@ fn parent_key(req: &LeaseContext) -> Option<[u8; 16]> {
     req.v2.filter(|_| req.flags & lease::FLAG_PARENT_LEASE_KEY_SET != 0).map(|(p, _)| p)
 }
 
+/// The file-table key of what `st` describes: the file's id, or for its
+/// named stream `stream` that stream's own key.
+fn table_key(files: &FileTable, st: &FileStat, stream: Option<&str>) -> u64 {
+    match stream {
+        Some(name) => files.stream_key(st.file_id, name),
+        None => st.file_id,
+    }
+}
+
+/// The checks a named stream's open makes against its file (MS-FSA
+/// 2.1.5.1.2): a file whose deletion is pending opens no stream
+/// (DELETE_PENDING), and a read-only file's streams take no writes and
+/// no new streams (ACCESS_DENIED).
+fn check_stream_base(files: &FileTable, fs: &dyn FileSystem, name: &str, r: &CreateRequest<'_>, granted: u32, exists: bool) -> Result<(), NtStatus> {
+    let base = smbq_vfs::parse_stream(name).map_err(NtStatus::from)?.0;
+    let Ok(st) = fs.stat_path(base) else { return Ok(()) };
+    if files.files.get(&st.file_id).is_some_and(|e| e.delete_pending) {
+        return Err(NtStatus::DELETE_PENDING);
+    }
+    let changes = granted & WRITE_ACCESS != 0 || overwrites(r) || (!exists && r.disposition != disposition::OPEN);
+    if st.attributes & attr::READONLY != 0 && changes {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(())
+}
+
+/// An open of a file asking for DELETE must be able to delete each of its
+/// streams: one open without FILE_SHARE_DELETE makes it a sharing
+/// violation, while the file's own share mode does not bind its streams
+/// (smbtorture smb2.streams.delete, as Windows and Samba answer).
+fn check_streams_share_delete(files: &FileTable, key: u64) -> Result<(), NtStatus> {
+    let all = share::READ | share::WRITE | share::DELETE;
+    let busy = files.open_streams(key).iter().filter_map(|k| files.files.get(k)).any(|e| share_conflict(&e.opens, access::DELETE, all));
+    if busy {
+        return Err(NtStatus::SHARING_VIOLATION);
+    }
+    Ok(())
+}
+
 /// The NTFS quota index Windows clients open to manage quotas.
 const QUOTA_FAKE_FILE: &str = "$Extend\\$Quota:$Q:$INDEX_ALLOCATION";
 
@@ -560,7 +599,8 @@ fn open_file(
     if name.split('\\').any(|c| c == "..") {
         return Err(NtStatus::OBJECT_PATH_SYNTAX_BAD);
     }
-    smbq_vfs::check_name(name).map_err(NtStatus::from)?;
+    // The file's name, then what it says of a stream (MS-FSCC 2.1.5).
+    smbq_vfs::check_name(smbq_vfs::parse_stream(name).map_err(NtStatus::from)?.0).map_err(NtStatus::from)?;
     // No snapshots here: a timewarp open names nothing (MS-SMB2 3.3.5.9.6
     // fails a missing snapshot with OBJECT_NAME_NOT_FOUND).
     if r.context(ctx_name::TIMEWARP).is_some() {
@@ -610,11 +650,28 @@ fn open_file(
     // Durable opens parked after a lost connection hold a batch oplock
     // nobody can acknowledge: an open that would break it closes them.
     let overwrite = overwrites(r);
-    let key = (!oplock::is_stat_open(oplock::effective_access(granted, overwrite))).then(|| fs.stat_path(name).ok()).flatten().map(|s| s.file_id);
+    let stream = smbq_vfs::named_stream(name);
+    let key = (!oplock::is_stat_open(oplock::effective_access(granted, overwrite)))
+        .then(|| fs.stat_path(name).ok())
+        .flatten()
+        .map(|s| table_key(&server.lock_files(), &s, stream));
     server.expire_parked(ctx.now, |p| Some(p.open.file_key) == key);
     let mut files = server.lock_files();
     let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
+    // What the name asks of the object comes before share modes: a data
+    // stream is no directory (smbtorture smb2.streams.dir).
+    let data = matches!(smbq_vfs::parse_stream(name), Ok((_, smbq_vfs::Stream::Data | smbq_vfs::Stream::Named(_))));
+    if data && r.options & options::DIRECTORY_FILE != 0 {
+        return Err(NtStatus::NOT_A_DIRECTORY);
+    }
+    if data && stream.is_none() && existing.as_ref().is_some_and(|st| st.is_dir) {
+        return Err(NtStatus::FILE_IS_A_DIRECTORY);
+    }
+    if stream.is_some() {
+        check_stream_base(&files, fs, name, r, granted, existing.is_some())?;
+    }
     if let Some(st) = &existing {
+        let key = table_key(&files, st, stream);
         if st.attributes & attr::READONLY != 0 && !st.is_dir {
             // MAXIMUM_ALLOWED on a read-only file grants no data writes.
             maximal &= !WRITE_ACCESS;
@@ -622,8 +679,11 @@ fn open_file(
                 granted &= !(WRITE_ACCESS & !r.desired_access);
             }
         }
-        check_existing(st, files.files.get(&st.file_id), r, granted)?;
-        if let Some(entry) = files.files.get_mut(&st.file_id) {
+        check_existing(st, files.files.get(&key), r, granted)?;
+        if stream.is_none() && granted & access::DELETE != 0 {
+            check_streams_share_delete(&files, key)?;
+        }
+        if let Some(entry) = files.files.get_mut(&key) {
             if let Some(deadline) = contend(ctx, entry, r, granted, lease_id.as_ref())? {
                 return ctx.defer(req_msg, deadline);
             }
@@ -633,7 +693,7 @@ fn open_file(
     //# a lease key names one file: a key in use on another file is
     //# STATUS_INVALID_PARAMETER.
     if let Some(&k) = lease_id.as_ref().and_then(|id| files.leases.get(id)) {
-        if existing.as_ref().map(|e| e.file_id) != Some(k) {
+        if existing.as_ref().map(|e| table_key(&files, e, stream)) != Some(k) {
             return Err(NtStatus::INVALID_PARAMETER);
         }
     }
@@ -652,10 +712,11 @@ fn open_file(
     };
     let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
     let mut st = h.stat().map_err(NtStatus::from)?;
+    let key = table_key(&files, &st, smbq_vfs::named_stream(&h.path));
     if existing.as_ref().is_some_and(|e| e.file_id != st.file_id) {
         // Replaced from outside smbq between the stat and the open: the
         // file opened is not the one checked.
-        if let Some(e) = files.files.get(&st.file_id) {
+        if let Some(e) = files.files.get(&key) {
             if e.delete_pending {
                 return Err(NtStatus::DELETE_PENDING);
             }
@@ -690,7 +751,10 @@ fn open_file(
     }
 
     let fid = new_file_id(ctx);
-    let entry = files.entry(st.file_id);
+    let entry = match smbq_vfs::named_stream(&h.path) {
+        Some(n) => files.stream_entry(key, st.file_id, n),
+        None => files.entry(key),
+    };
     if entry.opens.is_empty() {
         entry.path = h.path.clone();
     }
@@ -705,7 +769,7 @@ fn open_file(
         (Some(req), Some(id)) if !st.is_dir || (req.v2.is_some() && dir_leasing) => {
             let l = grant_lease(entry, id, &req, st.is_dir, overwritten);
             entry.opens.push(OpenRef { lease: Some(id), ..OpenRef::new(owner, granted, r.share_access) });
-            files.leases.insert(id, st.file_id);
+            files.leases.insert(id, key);
             (oplock_break::level::LEASE, Some(l))
         }
         _ => {
@@ -745,7 +809,7 @@ fn open_file(
         let spared = lease_req.as_ref().and_then(parent_key).map(|p| (client, p));
         server.dir_changed(fs, &path, spared, ctx.now);
     }
-    insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, st.file_id);
+    insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, key);
     if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
         o.lease = lease_id.map(|id| id.1);
     }

@@ -8,6 +8,7 @@ use crate::server::Server;
 use smbq_wire::fscc::{self, class, fs_attr, fs_class, secinfo, FsSize};
 use smbq_wire::header::encode_error_body;
 use smbq_wire::query_info::{begin_response, finish_response, info_type, QueryInfoRequest};
+use smbq_vfs::StreamInfo;
 use smbq_wire::{Dialect, NtStatus, Put};
 
 /// What a FILE or FILESYSTEM class produced: the structure and the size
@@ -134,7 +135,11 @@ fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<In
             fscc::ALL_FIXED_LEN + 4
         }
         class::STREAM => {
-            fscc::stream(&mut d, &m);
+            let list = match open.handle() {
+                Some(h) => h.streams().map_err(NtStatus::from)?,
+                None => vec![StreamInfo { name: "::$DATA".to_owned(), size: m.end_of_file, allocation_size: m.allocation_size }],
+            };
+            fscc::streams(&mut d, list.iter().map(|s| (s.name.as_str(), s.size, s.allocation_size)));
             32
         }
         class::COMPRESSION => {
@@ -276,6 +281,9 @@ fn fs_info(server: &Server, open: &Open, c: u8) -> Result<Info, NtStatus> {
                 | fs_attr::CASE_PRESERVED_NAMES
                 | fs_attr::UNICODE_ON_DISK
                 | fs_attr::SUPPORTS_SPARSE_FILES;
+            if fs.named_streams() {
+                a |= fs_attr::NAMED_STREAMS;
+            }
             if fs.read_only() {
                 a |= fs_attr::READ_ONLY_VOLUME;
             }

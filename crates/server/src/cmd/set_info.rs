@@ -231,6 +231,14 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
     if fs.read_only() {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    if ri.name.starts_with(':') {
+        return rename_stream(ctx, fid, &ri.name, ri.replace_if_exists).map(|()| None);
+    }
+    // A named stream moves only within its file (a target naming a file
+    // is refused as Windows refuses it: smbtorture smb2.streams.rename2).
+    if smbq_vfs::named_stream(&open.path).is_some() {
+        return Err(NtStatus::SHARING_VIOLATION);
+    }
     let target = share_path(&ri.name);
     smbq_vfs::check_name(target).map_err(NtStatus::from)?;
     let from = open.path.clone();
@@ -259,6 +267,11 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
         }
     }
     let (key, is_dir) = (open.file_key, open.handle().is_some_and(|h| h.is_dir));
+    // A file with open streams keeps its name (smbtorture
+    // smb2.streams.basefile-rename-with-open-stream, as Windows answers).
+    if !conn.server.lock_files().open_streams(key).is_empty() {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     let child_prefix = format!("{from}\\");
     let same_share = |o: &crate::open::Open| Arc::ptr_eq(&o.share, &share);
     // MS-FSA 2.1.5.14.11: a directory with open files below it cannot move.
@@ -323,6 +336,29 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
         }
     }
     Ok(None)
+}
+
+/// FileRenameInformation with a target of the form `:name[:$DATA]` or
+/// `::$DATA`: rename the stream the handle is open on within its file
+/// (MS-FSA 2.1.5.15.11.1, done by the file system). Its opens, here and
+/// elsewhere, follow the new name; so does its file-table entry.
+fn rename_stream(ctx: &mut Ctx<'_>, fid: FileId, target: &str, replace: bool) -> Result<(), NtStatus> {
+    let conn = &mut *ctx.conn;
+    let open = conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    if open.share.read_only() {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let OpenKind::File(h) = &mut open.kind else { return Err(NtStatus::INVALID_PARAMETER) };
+    h.rename_stream(target, replace).map_err(NtStatus::from)?;
+    let path = h.path.clone();
+    open.path = path.clone();
+    let key = open.file_key;
+    let mut files = conn.server.lock_files();
+    if let Some(name) = smbq_vfs::named_stream(&path) {
+        files.rename_stream(key, name);
+    }
+    files.entry(key).path = path;
+    Ok(())
 }
 
 #[cfg(test)]
