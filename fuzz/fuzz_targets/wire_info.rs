@@ -3,7 +3,9 @@
 //! rename, end of file/allocation/position, mode, disposition), on
 //! arbitrary bytes: as whole messages and as bare buffers. Also the
 //! QUERY_INFO response decoder and the FSCC encoders fed with arbitrary
-//! names. No panic; what decodes re-encodes to the same value.
+//! names; the EA lists of FileFullEaInformation and what smbq reads back
+//! from the file system (user.DOSATTRIB values, stream names). No panic;
+//! what decodes re-encodes to the same value.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use smbq_wire::fscc::{self, class, BasicInfo, FileMeta, RenameInfo};
@@ -38,12 +40,28 @@ fn set_buffer(c: u8, buf: &[u8]) {
         class::DISPOSITION => {
             let _ = fscc::decode_disposition(buf);
         }
+        class::FULL_EA => {
+            if let Ok(eas) = smbq_wire::ea::decode_full(buf) {
+                let mut m = Vec::new();
+                smbq_wire::ea::encode_full(&mut m, &eas);
+                assert_eq!(smbq_wire::ea::decode_full(&m), Ok(eas));
+            }
+            let _ = smbq_wire::ea::decode_names(buf);
+        }
         _ => {}
     }
 }
 
-const CLASSES: [u8; 7] =
-    [class::BASIC, class::RENAME, class::END_OF_FILE, class::ALLOCATION, class::POSITION, class::MODE, class::DISPOSITION];
+const CLASSES: [u8; 8] = [
+    class::BASIC,
+    class::RENAME,
+    class::END_OF_FILE,
+    class::ALLOCATION,
+    class::POSITION,
+    class::MODE,
+    class::DISPOSITION,
+    class::FULL_EA,
+];
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(q) = QueryInfoRequest::decode(data) {
@@ -60,8 +78,13 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some((&sel, rest)) = data.split_first() {
         set_buffer(CLASSES[usize::from(sel) % CLASSES.len()], rest);
+        // What the server reads back from the file system.
+        if let Some(info) = smbq_vfs::dosattrib::decode(rest) {
+            assert_eq!(smbq_vfs::dosattrib::decode(&smbq_vfs::dosattrib::encode(&info)), Some(info));
+        }
         // Encoders the server feeds with names from the file system.
         let name = String::from_utf8_lossy(rest);
+        let _ = smbq_vfs::parse_stream(&name);
         let meta = FileMeta::default();
         let mut out = Vec::new();
         fscc::name_info(&mut out, &name);
