@@ -431,9 +431,15 @@ fn query_info_classes() {
     let (st, err) = c.query(f, info_type::SECURITY, 0, 8, 0x7);
     assert_eq!(st, NtStatus::BUFFER_TOO_SMALL);
     assert_eq!(&err[4..8], &4u32.to_le_bytes());
-    assert_eq!(&err[8..12], &76u32.to_le_bytes());
     let (st, sd) = c.query(f, info_type::SECURITY, 0, 4096, 0x7);
-    assert_eq!((st, sd.len()), (NtStatus::SUCCESS, 76));
+    assert_eq!(&err[8..12], &(sd.len() as u32).to_le_bytes());
+    assert_eq!(st, NtStatus::SUCCESS);
+    // Without a kept descriptor: one made from the owner, group and mode.
+    let sd = smbq_wire::security::SecurityDescriptor::decode(&sd).unwrap();
+    let uid = rustix::process::geteuid().as_raw();
+    assert_eq!(sd.owner.unwrap().to_string(), format!("S-1-22-1-{uid}"));
+    assert!(sd.group.unwrap().to_string().starts_with("S-1-22-2-"));
+    assert!(!sd.dacl.unwrap().aces.is_empty());
 
     // Attribute-only access cannot read the security descriptor.
     let a = c.create("sub\\q.bin", READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, 0).unwrap();

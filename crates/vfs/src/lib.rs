@@ -24,6 +24,7 @@ use std::sync::Arc;
 pub mod dosattrib;
 mod error;
 mod mem;
+pub mod ntacl;
 mod posix;
 
 pub use mem::MemFs;
@@ -122,6 +123,24 @@ pub struct SetTimes {
     pub last_write_time: Option<u64>,
 }
 
+/// What a file's NT security descriptor comes from: the one kept in
+/// `security.NTACL` ([`ntacl`]), else its POSIX owner, group and mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Security {
+    /// The self-relative descriptor (MS-DTYP 2.4.6) kept for the file.
+    pub descriptor: Option<Vec<u8>>,
+    /// Owner, group and permission bits, where the file system has them.
+    pub unix: Option<UnixOwner>,
+}
+
+/// A file's POSIX owner, group and permission bits (`st_mode & 0o7777`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnixOwner {
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+}
+
 /// A share root on a POSIX file system.
 #[derive(Debug)]
 pub struct PosixFs {
@@ -153,6 +172,11 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     fn unlink(&self, path: &str, is_dir: bool) -> Result<(), FsError>;
     fn rename(&self, from: &str, to: &str, replace: bool) -> Result<(), FsError>;
     fn stat_fs(&self) -> Result<FsStat, FsError>;
+    /// What the security descriptor of `path` comes from; a file system
+    /// that keeps none has no descriptor and no owner.
+    fn security(&self, path: &str) -> Result<Security, FsError> {
+        self.stat_path(path).map(|_| Security::default())
+    }
 }
 
 /// The object an open [`Handle`] holds (see the `Handle` methods).
@@ -175,6 +199,15 @@ pub trait FileObject: Send + Sync + std::fmt::Debug {
     fn sync(&self) -> Result<(), FsError>;
     /// `path`: the handle's current share-relative path.
     fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError>;
+    /// See [`FileSystem::security`].
+    fn security(&self) -> Result<Security, FsError> {
+        Ok(Security::default())
+    }
+    /// Keep `descriptor` (self-relative, MS-DTYP 2.4.6) as the file's
+    /// security descriptor; NOT_SUPPORTED where it cannot be kept.
+    fn set_security(&self, _descriptor: &[u8]) -> Result<(), FsError> {
+        Err(FsError::Status(NtStatus::NOT_SUPPORTED))
+    }
 }
 
 impl Handle {
@@ -295,6 +328,17 @@ impl Handle {
     pub fn read_dir(&self) -> Result<Vec<DirEntry>, FsError> {
         self.file.read_dir(&self.path)
     }
+    /// The file's kept security descriptor and POSIX owner ([`Security`]).
+    pub fn security(&self) -> Result<Security, FsError> {
+        self.file.security()
+    }
+    /// Keep `descriptor` in `security.NTACL` (Samba's layout, version 1).
+    /// That extended attribute needs CAP_SYS_ADMIN: without it the
+    /// answer is ACCESS_DENIED; where the file system has no extended
+    /// attributes, NOT_SUPPORTED.
+    pub fn set_security(&self, descriptor: &[u8]) -> Result<(), FsError> {
+        self.file.set_security(descriptor)
+    }
 }
 
 impl FileSystem for PosixFs {
@@ -318,6 +362,9 @@ impl FileSystem for PosixFs {
     }
     fn stat_fs(&self) -> Result<FsStat, FsError> {
         posix::stat_fs(self)
+    }
+    fn security(&self, path: &str) -> Result<Security, FsError> {
+        posix::security_path(self, path)
     }
 }
 

@@ -4,9 +4,10 @@
 //! relative symlink can reach outside the share: the kernel answers EXDEV.
 
 use crate::dosattrib::{self, DosInfo};
+use crate::ntacl;
 use crate::{
     filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Handle, Kind,
-    OpenOptions, PosixFs, SetTimes, STORED_ATTRIBUTES,
+    OpenOptions, PosixFs, Security, SetTimes, UnixOwner, STORED_ATTRIBUTES,
 };
 use rustix::fs::{
     self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Statx,
@@ -208,6 +209,66 @@ fn set_dos_info(fd: BorrowedFd<'_>, info: &DosInfo) -> Result<(), Errno> {
     match rfs::fsetxattr(fd, dosattrib::NAME, &value, rfs::XattrFlags::empty()) {
         Err(Errno::BADF) => rfs::setxattr(proc_path(fd), dosattrib::NAME, &value, rfs::XattrFlags::empty()),
         r => r,
+    }
+}
+
+/// The `security.NTACL` value of the object `fd` is open on, if any.
+fn ntacl_value(fd: BorrowedFd<'_>) -> Result<Option<Vec<u8>>, Errno> {
+    let get = |buf: &mut [u8]| match rfs::fgetxattr(fd, ntacl::NAME, &mut *buf) {
+        Err(Errno::BADF) => rfs::getxattr(proc_path(fd), ntacl::NAME, buf),
+        r => r,
+    };
+    let mut buf = vec![0u8; 4096];
+    let n = match get(&mut buf) {
+        Err(Errno::RANGE) => {
+            let len = get(&mut [])?.min(ntacl::MAX_LEN);
+            buf.resize(len, 0);
+            get(&mut buf)
+        }
+        r => r,
+    };
+    match n {
+        Ok(n) => {
+            buf.truncate(n);
+            Ok(Some(buf))
+        }
+        Err(Errno::NODATA | Errno::OPNOTSUPP) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The security descriptor kept for the object `fd` is open on (one
+/// that does not parse counts as none), with its owner and mode.
+fn security_fd(fd: BorrowedFd<'_>) -> Result<Security, FsError> {
+    let x = fstatx(fd).map_err(err)?;
+    let value = ntacl_value(fd).map_err(err)?;
+    Ok(Security {
+        descriptor: value.as_deref().and_then(|v| ntacl::decode(v).ok()).map(<[u8]>::to_vec),
+        unix: Some(UnixOwner { uid: x.stx_uid, gid: x.stx_gid, mode: u32::from(x.stx_mode) & 0o7777 }),
+    })
+}
+
+pub(crate) fn security_path(fs: &PosixFs, path: &str) -> Result<Security, FsError> {
+    let comps = split(path)?;
+    let fd = lookup(fs.root.as_fd(), &comps)?;
+    security_fd(fd.as_fd())
+}
+
+/// `security.*` extended attributes need CAP_SYS_ADMIN (EPERM without).
+fn set_security(h: &PosixFile, descriptor: &[u8]) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let fd = h.fd.as_fd();
+    let value = ntacl::encode(descriptor);
+    let r = match rfs::fsetxattr(fd, ntacl::NAME, &value, rfs::XattrFlags::empty()) {
+        Err(Errno::BADF) => rfs::setxattr(proc_path(fd), ntacl::NAME, &value, rfs::XattrFlags::empty()),
+        r => r,
+    };
+    match r {
+        Err(Errno::PERM | Errno::ACCESS) => Err(status(NtStatus::ACCESS_DENIED)),
+        Err(Errno::OPNOTSUPP) => Err(status(NtStatus::NOT_SUPPORTED)),
+        r => r.map_err(err),
     }
 }
 
@@ -866,5 +927,11 @@ impl FileObject for PosixFile {
     }
     fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
         read_dir(self, path)
+    }
+    fn security(&self) -> Result<Security, FsError> {
+        security_fd(self.fd.as_fd())
+    }
+    fn set_security(&self, descriptor: &[u8]) -> Result<(), FsError> {
+        set_security(self, descriptor)
     }
 }

@@ -27,6 +27,7 @@ pub mod query_directory;
 pub mod query_info;
 pub mod set_info;
 pub mod fscc;
+pub mod security;
 pub mod ndr;
 pub mod dcerpc;
 pub mod srvsvc;

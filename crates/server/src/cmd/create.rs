@@ -2,6 +2,7 @@
 //! file or directory on a disk share, or a named pipe on IPC$. Also the
 //! access-mask and share-mode rules the other file commands reuse.
 
+use crate::access::{self as acl, map_access};
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::files::{OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
@@ -14,14 +15,11 @@ use crate::server::{Share, ShareKind};
 use smbq_vfs::{CreateAction, Disposition, FileStat, FileSystem, Kind, OpenOptions};
 use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_data, options, share, CreateRequest, CreateResponse};
 use smbq_wire::fscc::{attr, FileMeta};
+use smbq_wire::security::SecurityDescriptor;
 use smbq_wire::{FileId, NtStatus, Reader};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// FILE_GENERIC_READ / WRITE / EXECUTE (MS-SMB2 2.2.13.1.1 generic mapping).
-const FILE_GENERIC_READ: u32 = 0x0012_0089;
-const FILE_GENERIC_WRITE: u32 = 0x0012_0116;
-const FILE_GENERIC_EXECUTE: u32 = 0x0012_00A0;
 /// DesiredAccess bits that are reserved (MS-SMB2 3.3.5.9).
 const RESERVED_ACCESS: u32 = 0x0CE0_FE00;
 /// Access that reads data / writes data: what share modes govern, with DELETE.
@@ -34,29 +32,6 @@ const NOT_SUPPORTED_OPTIONS: u32 = options::CREATE_TREE_CONNECTION | options::OP
 const RESERVED_OPTIONS: u32 = 0xFF00_0000;
 /// The mode bits of CreateOptions FileModeInformation reports (MS-FSCC 2.4.26).
 pub const MODE_OPTIONS: u32 = 0x0000_103E;
-
-/// Expand GENERIC_* and MAXIMUM_ALLOWED (MS-SMB2 2.2.13.1.1) into the
-/// specific rights; MAXIMUM_ALLOWED grants `maximal`.
-pub fn map_access(desired: u32, maximal: u32) -> u32 {
-    let generic = access::GENERIC_READ | access::GENERIC_WRITE | access::GENERIC_EXECUTE | access::GENERIC_ALL;
-    let mut a = desired & !(generic | access::MAXIMUM_ALLOWED);
-    if desired & access::GENERIC_READ != 0 {
-        a |= FILE_GENERIC_READ;
-    }
-    if desired & access::GENERIC_WRITE != 0 {
-        a |= FILE_GENERIC_WRITE;
-    }
-    if desired & access::GENERIC_EXECUTE != 0 {
-        a |= FILE_GENERIC_EXECUTE;
-    }
-    if desired & access::GENERIC_ALL != 0 {
-        a |= access::FILE_ALL;
-    }
-    if desired & access::MAXIMUM_ALLOWED != 0 {
-        a |= maximal;
-    }
-    a
-}
 
 /// Whether a new open with `access`/`share_access` conflicts with the
 /// existing opens of the file (the share-mode check of MS-FSA 2.1.5.1.2,
@@ -402,6 +377,73 @@ fn response(m: &FileMeta, action: CreateAction, file_id: FileId) -> CreateRespon
     }
 }
 
+/// What `token` may do to the existing `path` ([`acl::allowed`]), with
+/// DELETE also where the parent grants FILE_DELETE_CHILD, and
+/// FILE_READ_ATTRIBUTES where it grants FILE_LIST_DIRECTORY, as Windows
+/// and Samba allow (MS-FSA 2.1.5.1.2.1).
+fn allowed_on(fs: &dyn FileSystem, path: &str, token: &acl::Token, desired: u32) -> u32 {
+    let Ok(sec) = fs.security(path) else { return access::FILE_ALL };
+    let mut allowed = acl::allowed(&sec, token);
+    let via_parent = access::DELETE | access::FILE_READ_ATTRIBUTES;
+    let wanted = if desired & access::MAXIMUM_ALLOWED != 0 { via_parent } else { map_access(desired, 0) & via_parent };
+    if wanted & !allowed != 0 && !path.is_empty() {
+        let parent = path.rsplit_once('\\').map_or("", |(d, _)| d);
+        if let Ok(p) = fs.security(parent).map(|s| acl::allowed(&s, token)) {
+            if p & access::FILE_DELETE_CHILD != 0 {
+                allowed |= access::DELETE;
+            }
+            if p & acl::FILE_LIST_DIRECTORY != 0 {
+                allowed |= access::FILE_READ_ATTRIBUTES;
+            }
+        }
+    }
+    allowed
+}
+
+/// Whether `token` may create `path` in its directory: the directory
+/// must grant FILE_ADD_FILE, or FILE_ADD_SUBDIRECTORY for a directory
+/// (MS-FSA 2.1.5.1.1). Returns the directory's security, which the new
+/// object inherits from; `None` where the directory cannot be read (the
+/// open then says why).
+fn may_add(fs: &dyn FileSystem, path: &str, directory: bool, token: &acl::Token) -> Result<Option<smbq_vfs::Security>, NtStatus> {
+    let parent = path.rsplit_once('\\').map_or("", |(d, _)| d);
+    let Ok(sec) = fs.security(parent) else { return Ok(None) };
+    let need = if directory { acl::FILE_ADD_SUBDIRECTORY } else { acl::FILE_ADD_FILE };
+    if acl::allowed(&sec, token) & need == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(Some(sec))
+}
+
+/// Give a created object its descriptor (MS-DTYP 2.5.3.4): the one the
+/// CREATE carried in its SD context (owner and group defaulting to the
+/// creator's, a missing DACL inherited), else what it inherits from its
+/// directory's kept descriptor. Nothing is kept where the directory has
+/// none and none was given.
+fn new_descriptor(h: &smbq_vfs::Handle, parent: Option<&smbq_vfs::Security>, given: Option<&SecurityDescriptor>, token: &acl::Token) -> Result<(), NtStatus> {
+    let parent_sd = parent.and_then(|p| p.descriptor.as_deref()).and_then(|d| SecurityDescriptor::decode(d).ok());
+    let inherited = parent_sd.as_ref().and_then(|p| acl::inherit(p, h.is_dir, token));
+    let sd = match given {
+        Some(g) => {
+            let mut sd = g.clone();
+            sd.owner = sd.owner.or_else(|| Some(token.user.clone()));
+            sd.group = sd.group.or_else(|| Some(token.group.clone()));
+            if sd.control & smbq_wire::security::control::DACL_PRESENT == 0 {
+                if let Some(i) = &inherited {
+                    sd.dacl = i.dacl.clone();
+                    sd.control |= i.control;
+                }
+            }
+            sd
+        }
+        None => match inherited {
+            Some(i) => i,
+            None => return Ok(()),
+        },
+    };
+    h.set_security(&sd.to_bytes()).map_err(NtStatus::from)
+}
+
 /// The checks that need the existing file, made before opening so a
 /// refused overwrite truncates nothing. Share modes and oplocks come
 /// after them ([`contend`]).
@@ -604,9 +646,18 @@ fn open_file(
     let overwrite = overwrites(r);
     let key = (!oplock::is_stat_open(oplock::effective_access(granted, overwrite))).then(|| fs.stat_path(name).ok()).flatten().map(|s| s.file_id);
     server.expire_parked(ctx.now, |p| Some(p.open.file_key) == key);
+    let token = acl::Token::for_user(&ctx.session()?.user);
     let mut files = server.lock_files();
     let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
     if let Some(st) = &existing {
+        //= MS-SMB2 3.3.5.9
+        //# the server MUST perform access checks [of DesiredAccess against
+        //# the file's security descriptor, MS-FSA 2.1.5.1.2.1]
+        maximal &= allowed_on(fs, name, &token, r.desired_access);
+        granted = map_access(r.desired_access, maximal);
+        if granted & !maximal != 0 {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
         if st.attributes & attr::READONLY != 0 && !st.is_dir {
             // MAXIMUM_ALLOWED on a read-only file grants no data writes.
             maximal &= !WRITE_ACCESS;
@@ -642,7 +693,13 @@ fn open_file(
         read: granted & READ_ACCESS != 0,
         write: granted & WRITE_ACCESS != 0,
     };
+    let creates = existing.is_none() && !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
+    let parent_sec = if creates { may_add(fs, name, kind == Kind::Directory, &token)? } else { None };
+    let given = r.context(ctx_name::SD_BUFFER).map(|c| SecurityDescriptor::decode(c.data)).transpose().map_err(|_| NtStatus::INVALID_PARAMETER)?;
     let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
+    if action == CreateAction::Created {
+        new_descriptor(&h, parent_sec.as_ref(), given.as_ref(), &token)?;
+    }
     let mut st = h.stat().map_err(NtStatus::from)?;
     if existing.as_ref().is_some_and(|e| e.file_id != st.file_id) {
         // Replaced from outside smbq between the stat and the open: the
@@ -827,19 +884,6 @@ mod tests {
     }
 
     const ALL_SHARE: u32 = share::READ | share::WRITE | share::DELETE;
-
-    #[test]
-    fn generic_access_is_mapped() {
-        assert_eq!(map_access(GENERIC_READ, FILE_ALL), FILE_GENERIC_READ);
-        assert_eq!(map_access(GENERIC_WRITE, FILE_ALL), FILE_GENERIC_WRITE);
-        assert_eq!(map_access(GENERIC_EXECUTE, FILE_ALL), FILE_GENERIC_EXECUTE);
-        assert_eq!(map_access(GENERIC_ALL, FILE_ALL), FILE_ALL);
-        assert_eq!(map_access(GENERIC_READ | GENERIC_WRITE | DELETE, FILE_ALL), 0x0013_019F);
-        assert_eq!(map_access(MAXIMUM_ALLOWED, 0x0012_00A9), 0x0012_00A9);
-        assert_eq!(map_access(MAXIMUM_ALLOWED | FILE_READ_ATTRIBUTES, FILE_ALL), FILE_ALL);
-        assert_eq!(map_access(FILE_READ_DATA, FILE_ALL), FILE_READ_DATA);
-        assert_eq!(map_access(0, FILE_ALL), 0);
-    }
 
     #[test]
     fn share_modes() {
