@@ -138,7 +138,9 @@ fn perms_mask(rwx: u32, is_dir: bool) -> u32 {
 
 /// The file's security descriptor: the one kept for it, else one made
 /// from its POSIX owner, group and mode (owner, group and Everyone, each
-/// allowed what its permission bits give); where the file system has
+/// allowed what its permission bits give; a directory passes Everyone's
+/// on, and the owner's and group's bits to CREATOR OWNER and CREATOR
+/// GROUP, as Samba's POSIX mapping does); where the file system has
 /// neither, Everyone may do everything.
 pub fn descriptor(sec: &Security, is_dir: bool) -> SecurityDescriptor {
     if let Some(sd) = sec.descriptor.as_deref().and_then(|d| SecurityDescriptor::decode(d).ok()) {
@@ -154,12 +156,17 @@ pub fn descriptor(sec: &Security, is_dir: bool) -> SecurityDescriptor {
             dacl: Some(Acl::new(vec![Ace::new(ace_type::ACCESS_ALLOWED, inherit, access::FILE_ALL, Sid::everyone())])),
         };
     };
+    use ace_flags::{CONTAINER_INHERIT as CI, INHERIT_ONLY as IO, OBJECT_INHERIT as OI};
     let (owner, group) = (unix_user_sid(u.uid), unix_group_sid(u.gid));
-    let aces = [(owner.clone(), u.mode >> 6), (group.clone(), u.mode >> 3), (Sid::everyone(), u.mode)]
+    let mut entries = vec![(owner.clone(), u.mode >> 6, 0), (group.clone(), u.mode >> 3, 0), (Sid::everyone(), u.mode, if is_dir { OI | CI } else { 0 })];
+    if is_dir {
+        entries.extend([(Sid::creator_owner(), u.mode >> 6, OI | CI | IO), (Sid::creator_group(), u.mode >> 3, OI | CI | IO)]);
+    }
+    let aces = entries
         .into_iter()
-        .map(|(sid, bits)| (sid, perms_mask(bits, is_dir)))
-        .filter(|(_, m)| *m != 0)
-        .map(|(sid, m)| Ace::new(ace_type::ACCESS_ALLOWED, 0, m, sid))
+        .map(|(sid, bits, flags)| (sid, perms_mask(bits, is_dir), flags))
+        .filter(|(_, m, _)| *m != 0)
+        .map(|(sid, m, flags)| Ace::new(ace_type::ACCESS_ALLOWED, flags, m, sid))
         .collect();
     SecurityDescriptor { control: 0, owner: Some(owner), group: Some(group), sacl: None, dacl: Some(Acl::new(aces)) }
 }
@@ -187,10 +194,15 @@ pub fn maximal(sd: &SecurityDescriptor, token: &Token) -> u32 {
     //= MS-DTYP 2.5.3.2
     //# If SecurityDescriptor.Owner is in Token.Sids [...] Set
     //# Result.Allowed to READ_CONTROL | WRITE_DAC.
-    let mut allowed = if sd.owner.as_ref().is_some_and(|o| token.has(o)) { access::READ_CONTROL | access::WRITE_DAC } else { 0 };
+    //# [unless the DACL has an ACE for OWNER RIGHTS (S-1-3-4), which then
+    //# says what the owner gets]
+    let owner_rights = Sid::new(3, &[4]);
+    let is_owner = sd.owner.as_ref().is_some_and(|o| token.has(o));
+    let has_owner_rights = dacl.aces.iter().any(|a| a.sid() == Some(&owner_rights));
+    let mut allowed = if is_owner && !has_owner_rights { access::READ_CONTROL | access::WRITE_DAC } else { 0 };
     let mut denied = 0;
     for ace in dacl.aces.iter().filter(|a| a.flags & ace_flags::INHERIT_ONLY == 0) {
-        if !ace.sid().is_some_and(|s| token.has(s)) {
+        if !ace.sid().is_some_and(|s| token.has(s) || (is_owner && *s == owner_rights)) {
             continue;
         }
         let mask = map_access(ace.mask, 0);
@@ -210,19 +222,25 @@ pub fn maximal(sd: &SecurityDescriptor, token: &Token) -> u32 {
 /// as inherit-only to pass on) inherits, marked INHERITED. An ACE that
 /// goes on propagating and names CREATOR OWNER/GROUP or generic rights
 /// splits into the effective ACE (SID substituted, rights mapped) and an
-/// inherit-only copy. `None` when nothing is inheritable: the object
-/// then keeps no descriptor of its own.
+/// inherit-only copy. `None` when nothing is inheritable (see
+/// [`default_descriptor`]).
 pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, token: &Token) -> Option<SecurityDescriptor> {
-    use ace_flags::*;
+    use ace_flags::{CONTAINER_INHERIT, INHERIT_ONLY, NO_PROPAGATE_INHERIT, OBJECT_INHERIT};
     let dacl = parent.dacl.as_ref()?;
     let (owner, group) = (token.user.clone(), token.group.clone());
+    //= MS-DTYP 2.5.3.4.2
+    //# [INHERITED_ACE is set on what is inherited when the parent's DACL
+    //# is auto-inherited (SE_DACL_AUTO_INHERITED), as is the child's
+    //# SE_DACL_AUTO_INHERITED.]
+    let auto = parent.control & control::DACL_AUTO_INHERITED != 0;
+    let inherited = if auto { ace_flags::INHERITED } else { 0 };
     let effective = |a: &Ace| {
         let sid = match a.sid() {
             Some(s) if *s == Sid::creator_owner() => owner.clone(),
             Some(s) if *s == Sid::creator_group() => group.clone(),
-            _ => return Ace { flags: INHERITED, mask: map_access(a.mask, 0), ..a.clone() },
+            _ => return Ace { flags: inherited, mask: map_access(a.mask, 0), ..a.clone() },
         };
-        Ace::new(a.ace_type, INHERITED, map_access(a.mask, 0), sid)
+        Ace::new(a.ace_type, inherited, map_access(a.mask, 0), sid)
     };
     let mut aces = Vec::new();
     for a in &dacl.aces {
@@ -235,7 +253,7 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, token: &Token) -> Opti
             aces.push(effective(a));
         } else if ci {
             let creator = a.sid().is_some_and(|s| *s == Sid::creator_owner() || *s == Sid::creator_group());
-            let kept = a.flags & (OBJECT_INHERIT | CONTAINER_INHERIT) | INHERITED;
+            let kept = a.flags & (OBJECT_INHERIT | CONTAINER_INHERIT) | inherited;
             if creator || map_access(a.mask, 0) != a.mask {
                 aces.push(effective(a));
                 aces.push(Ace { flags: kept | INHERIT_ONLY, ..a.clone() });
@@ -243,13 +261,12 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, token: &Token) -> Opti
                 aces.push(Ace { flags: kept, ..a.clone() });
             }
         } else if oi && !np {
-            aces.push(Ace { flags: OBJECT_INHERIT | INHERIT_ONLY | INHERITED, ..a.clone() });
+            aces.push(Ace { flags: OBJECT_INHERIT | INHERIT_ONLY | inherited, ..a.clone() });
         }
     }
     if aces.is_empty() {
         return None;
     }
-    let auto = parent.control & (control::DACL_AUTO_INHERITED | control::DACL_AUTO_INHERIT_REQ) != 0;
     Some(SecurityDescriptor {
         control: if auto { control::DACL_AUTO_INHERITED } else { 0 },
         owner: Some(owner),
@@ -257,6 +274,31 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, token: &Token) -> Opti
         sacl: None,
         dacl: Some(Acl::new(aces)),
     })
+}
+
+/// What a new object gets when its directory passes nothing on: full
+/// control for its creator and SYSTEM (Windows' default DACL).
+pub fn default_descriptor(token: &Token) -> SecurityDescriptor {
+    let aces = [token.user.clone(), Sid::new(5, &[18])].into_iter().map(|s| Ace::new(ace_type::ACCESS_ALLOWED, 0, access::FILE_ALL, s)).collect();
+    SecurityDescriptor { control: 0, owner: Some(token.user.clone()), group: Some(token.group.clone()), sacl: None, dacl: Some(Acl::new(aces)) }
+}
+
+/// A descriptor as SET_INFO keeps it (MS-DTYP 2.5.3.4, as Windows and
+/// Samba apply a set): generic rights in the ACEs that apply to the
+/// object mapped to specific ones; SE_DACL_AUTO_INHERIT_REQ not kept, and
+/// SE_DACL_AUTO_INHERITED only when it came with it.
+pub fn as_set(mut sd: SecurityDescriptor) -> SecurityDescriptor {
+    let c = sd.control;
+    sd.control &= !control::DACL_AUTO_INHERIT_REQ;
+    if c & control::DACL_AUTO_INHERIT_REQ == 0 {
+        sd.control &= !control::DACL_AUTO_INHERITED;
+    }
+    for acl in [&mut sd.dacl, &mut sd.sacl].into_iter().flatten() {
+        for a in acl.aces.iter_mut().filter(|a| a.flags & ace_flags::INHERIT_ONLY == 0) {
+            a.mask = map_access(a.mask, 0);
+        }
+    }
+    sd
 }
 
 #[cfg(test)]
@@ -370,7 +412,9 @@ mod tests {
             Ace::new(ace_type::ACCESS_ALLOWED, CONTAINER_INHERIT | NO_PROPAGATE_INHERIT, FILE_EXECUTE, Sid::everyone()),
             Ace::new(ace_type::ACCESS_ALLOWED, 0, FILE_ALL, Sid::everyone()),
         ]);
+        let parent = SecurityDescriptor { control: control::DACL_AUTO_INHERITED, ..parent };
         let file = inherit(&parent, false, &t).unwrap();
+        assert_eq!(file.control, control::DACL_AUTO_INHERITED);
         assert_eq!(file.owner.as_ref(), Some(&t.user));
         assert_eq!(
             file.dacl.unwrap().aces,
@@ -391,5 +435,39 @@ mod tests {
             ]
         );
         assert_eq!(inherit(&sd(vec![Ace::new(ace_type::ACCESS_ALLOWED, 0, FILE_ALL, Sid::everyone())]), false, &t), None);
+        // Without auto-inheritance no ACE is marked INHERITED.
+        let plain = sd(vec![Ace::new(ace_type::ACCESS_ALLOWED, OBJECT_INHERIT, FILE_WRITE_DATA, Sid::creator_owner())]);
+        let dir = inherit(&plain, true, &t).unwrap();
+        assert_eq!(dir.control, 0);
+        assert_eq!(dir.dacl.unwrap().aces, vec![Ace::new(ace_type::ACCESS_ALLOWED, OBJECT_INHERIT | INHERIT_ONLY, FILE_WRITE_DATA, Sid::creator_owner())]);
+        let d = default_descriptor(&t);
+        assert_eq!(d.dacl.unwrap().aces.iter().map(|a| a.sid().unwrap().to_string()).collect::<Vec<_>>(), vec![t.user.to_string(), "S-1-5-18".to_string()]);
+    }
+
+    #[test]
+    fn set_descriptors() {
+        let mut s = sd(vec![
+            Ace::new(ace_type::ACCESS_ALLOWED, 0, GENERIC_READ, Sid::everyone()),
+            Ace::new(ace_type::ACCESS_ALLOWED, ace_flags::INHERIT_ONLY | ace_flags::OBJECT_INHERIT, GENERIC_ALL, Sid::creator_owner()),
+        ]);
+        s.control = control::DACL_AUTO_INHERITED | control::DACL_PROTECTED;
+        let kept = as_set(s.clone());
+        assert_eq!(kept.control, control::DACL_PROTECTED);
+        let aces = kept.dacl.unwrap().aces;
+        assert_eq!((aces[0].mask, aces[1].mask), (FILE_GENERIC_READ, GENERIC_ALL));
+        s.control |= control::DACL_AUTO_INHERIT_REQ;
+        assert_eq!(as_set(s).control, control::DACL_PROTECTED | control::DACL_AUTO_INHERITED);
+    }
+
+    #[test]
+    fn owner_rights() {
+        let t = token();
+        let owner_rights = Sid::new(3, &[4]);
+        let mut d = sd(vec![Ace::new(ace_type::ACCESS_ALLOWED, 0, FILE_READ_DATA, owner_rights.clone())]);
+        d.owner = Some(t.user.clone());
+        // OWNER RIGHTS replaces the owner's implicit rights.
+        assert_eq!(maximal(&d, &t), FILE_READ_DATA);
+        d.owner = Some(user_sid("bob"));
+        assert_eq!(maximal(&d, &t), 0);
     }
 }

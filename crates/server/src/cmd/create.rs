@@ -418,29 +418,23 @@ fn may_add(fs: &dyn FileSystem, path: &str, directory: bool, token: &acl::Token)
 /// Give a created object its descriptor (MS-DTYP 2.5.3.4): the one the
 /// CREATE carried in its SD context (owner and group defaulting to the
 /// creator's, a missing DACL inherited), else what it inherits from its
-/// directory's kept descriptor. Nothing is kept where the directory has
-/// none and none was given.
+/// directory's descriptor (kept, or made from the directory's mode), else
+/// [`acl::default_descriptor`]. Where the file system cannot keep it, an
+/// inherited descriptor is let go (the object's mode then stands for it);
+/// a given one fails the CREATE.
 fn new_descriptor(h: &smbq_vfs::Handle, parent: Option<&smbq_vfs::Security>, given: Option<&SecurityDescriptor>, token: &acl::Token) -> Result<(), NtStatus> {
-    let parent_sd = parent.and_then(|p| p.descriptor.as_deref()).and_then(|d| SecurityDescriptor::decode(d).ok());
-    let inherited = parent_sd.as_ref().and_then(|p| acl::inherit(p, h.is_dir, token));
-    let sd = match given {
-        Some(g) => {
-            let mut sd = g.clone();
-            sd.owner = sd.owner.or_else(|| Some(token.user.clone()));
-            sd.group = sd.group.or_else(|| Some(token.group.clone()));
-            if sd.control & smbq_wire::security::control::DACL_PRESENT == 0 {
-                if let Some(i) = &inherited {
-                    sd.dacl = i.dacl.clone();
-                    sd.control |= i.control;
-                }
-            }
-            sd
-        }
-        None => match inherited {
-            Some(i) => i,
-            None => return Ok(()),
-        },
+    let inherited = parent.and_then(|p| acl::inherit(&acl::descriptor(p, true), h.is_dir, token)).unwrap_or_else(|| acl::default_descriptor(token));
+    let Some(g) = given else {
+        let _ = h.set_security(&inherited.to_bytes());
+        return Ok(());
     };
+    let mut sd = acl::as_set(g.clone());
+    sd.owner = sd.owner.or_else(|| Some(token.user.clone()));
+    sd.group = sd.group.or_else(|| Some(token.group.clone()));
+    if sd.control & smbq_wire::security::control::DACL_PRESENT == 0 {
+        sd.dacl = inherited.dacl;
+        sd.control |= inherited.control;
+    }
     h.set_security(&sd.to_bytes()).map_err(NtStatus::from)
 }
 

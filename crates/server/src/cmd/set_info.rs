@@ -188,7 +188,7 @@ fn security(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<()
     let open = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
     let OpenKind::File(h) = &open.kind else { return Err(NtStatus::NOT_SUPPORTED) };
     let info = r.additional_information;
-    let new = SecurityDescriptor::decode(r.buffer).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let new = crate::access::as_set(SecurityDescriptor::decode(r.buffer).map_err(|_| NtStatus::INVALID_PARAMETER)?);
     //= MS-FSA 2.1.5.16
     //# If SecurityInformation contains OWNER_SECURITY_INFORMATION or
     //# GROUP_SECURITY_INFORMATION and Open.GrantedAccess does not contain
