@@ -649,7 +649,11 @@ fn open_file(
         //# the file's security descriptor, MS-FSA 2.1.5.1.2.1]
         maximal &= allowed_on(fs, name, &token, r.desired_access);
         granted = map_access(r.desired_access, maximal);
-        if granted & !maximal != 0 {
+        // Replacing the contents needs the right to write them, asked
+        // for or not (MS-FSA 2.1.5.1.2.1; smbtorture
+        // smb2.acls.OVERWRITE_READ_ONLY_FILE).
+        let implied = if overwrites(r) { access::FILE_WRITE_DATA } else { 0 };
+        if (granted | implied) & !maximal != 0 {
             return Err(NtStatus::ACCESS_DENIED);
         }
         if st.attributes & attr::READONLY != 0 && !st.is_dir {
