@@ -80,11 +80,15 @@ pub fn unix_group_sid(gid: u32) -> Sid {
     Sid::new(22, &[2, gid])
 }
 
-/// The SIDs a session acts with (MS-DTYP 2.5.2 Token): the user, its
-/// primary group (what a new object's group is), and all its SIDs.
+/// The SIDs a session acts with (MS-DTYP 2.5.2 Token): the user, the
+/// owner and group a new object gets, and all its SIDs. A new object is
+/// owned by the Unix user and group smbq runs as, as it is on disk, so
+/// its descriptor says the same whether it is kept or made from the mode
+/// (as Samba's is with `force user`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Token {
     pub user: Sid,
+    pub owner: Sid,
     pub group: Sid,
     pub sids: Vec<Sid>,
 }
@@ -94,17 +98,14 @@ impl Token {
     /// logon, which is neither authenticated nor in the domain.
     pub fn for_user(name: &str) -> Token {
         let (uid, gid) = (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
-        let (user, group) = if name.is_empty() {
-            (Sid::anonymous(), Sid::everyone())
-        } else {
-            (user_sid(name), domain_sid(DOMAIN_USERS_RID))
-        };
-        let mut sids = vec![user.clone(), group.clone(), Sid::everyone()];
+        let (owner, group) = (unix_user_sid(uid), unix_group_sid(gid));
+        let user = if name.is_empty() { Sid::anonymous() } else { user_sid(name) };
+        let mut sids = vec![user.clone(), Sid::everyone()];
         if !name.is_empty() {
-            sids.push(Sid::authenticated_users());
+            sids.extend([domain_sid(DOMAIN_USERS_RID), Sid::authenticated_users()]);
         }
-        sids.extend([unix_user_sid(uid), unix_group_sid(gid)]);
-        Token { user, group, sids }
+        sids.extend([owner.clone(), group.clone()]);
+        Token { user, owner, group, sids }
     }
 
     pub fn has(&self, sid: &Sid) -> bool {
@@ -217,7 +218,7 @@ pub fn maximal(sd: &SecurityDescriptor, token: &Token) -> u32 {
 
 /// The new object's descriptor, inherited from its parent's (MS-DTYP
 /// 2.5.3.4, CreateSecurityDescriptor with no creator descriptor):
-/// owner and group from `token`; the parent's ACEs that a file
+/// owner and group from `token` (see [`Token`]); the parent's ACEs that a file
 /// (OBJECT_INHERIT) or directory (CONTAINER_INHERIT, and OBJECT_INHERIT
 /// as inherit-only to pass on) inherits, marked INHERITED. An ACE that
 /// goes on propagating and names CREATOR OWNER/GROUP or generic rights
@@ -227,7 +228,7 @@ pub fn maximal(sd: &SecurityDescriptor, token: &Token) -> u32 {
 pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, token: &Token) -> Option<SecurityDescriptor> {
     use ace_flags::{CONTAINER_INHERIT, INHERIT_ONLY, NO_PROPAGATE_INHERIT, OBJECT_INHERIT};
     let dacl = parent.dacl.as_ref()?;
-    let (owner, group) = (token.user.clone(), token.group.clone());
+    let (owner, group) = (token.owner.clone(), token.group.clone());
     //= MS-DTYP 2.5.3.4.2
     //# [INHERITED_ACE is set on what is inherited when the parent's DACL
     //# is auto-inherited (SE_DACL_AUTO_INHERITED), as is the child's
@@ -279,8 +280,8 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, token: &Token) -> Opti
 /// What a new object gets when its directory passes nothing on: full
 /// control for its creator and SYSTEM (Windows' default DACL).
 pub fn default_descriptor(token: &Token) -> SecurityDescriptor {
-    let aces = [token.user.clone(), Sid::new(5, &[18])].into_iter().map(|s| Ace::new(ace_type::ACCESS_ALLOWED, 0, access::FILE_ALL, s)).collect();
-    SecurityDescriptor { control: 0, owner: Some(token.user.clone()), group: Some(token.group.clone()), sacl: None, dacl: Some(Acl::new(aces)) }
+    let aces = [token.owner.clone(), Sid::new(5, &[18])].into_iter().map(|s| Ace::new(ace_type::ACCESS_ALLOWED, 0, access::FILE_ALL, s)).collect();
+    SecurityDescriptor { control: 0, owner: Some(token.owner.clone()), group: Some(token.group.clone()), sacl: None, dacl: Some(Acl::new(aces)) }
 }
 
 /// A descriptor as SET_INFO keeps it (MS-DTYP 2.5.3.4, as Windows and
@@ -308,8 +309,8 @@ mod tests {
     use smbq_vfs::UnixOwner;
 
     fn token() -> Token {
-        let (user, group) = (user_sid("alice"), domain_sid(DOMAIN_USERS_RID));
-        Token { sids: vec![user.clone(), group.clone(), Sid::everyone(), unix_user_sid(1000)], user, group }
+        let (user, owner, group) = (user_sid("alice"), unix_user_sid(1000), unix_group_sid(100));
+        Token { sids: vec![user.clone(), domain_sid(DOMAIN_USERS_RID), Sid::everyone(), owner.clone()], user, owner, group }
     }
 
     fn sd(aces: Vec<Ace>) -> SecurityDescriptor {
@@ -337,6 +338,7 @@ mod tests {
         assert_eq!(unix_user_sid(0).to_string(), "S-1-22-1-0");
         let t = Token::for_user("");
         assert_eq!(t.user, Sid::anonymous());
+        assert_eq!(t.owner, unix_user_sid(rustix::process::geteuid().as_raw()));
         assert!(!t.has(&Sid::authenticated_users()));
         assert!(Token::for_user("x").has(&Sid::authenticated_users()));
     }
@@ -415,11 +417,11 @@ mod tests {
         let parent = SecurityDescriptor { control: control::DACL_AUTO_INHERITED, ..parent };
         let file = inherit(&parent, false, &t).unwrap();
         assert_eq!(file.control, control::DACL_AUTO_INHERITED);
-        assert_eq!(file.owner.as_ref(), Some(&t.user));
+        assert_eq!(file.owner.as_ref(), Some(&t.owner));
         assert_eq!(
             file.dacl.unwrap().aces,
             vec![
-                Ace::new(ace_type::ACCESS_ALLOWED, INHERITED, FILE_ALL, t.user.clone()),
+                Ace::new(ace_type::ACCESS_ALLOWED, INHERITED, FILE_ALL, t.owner.clone()),
                 Ace::new(ace_type::ACCESS_DENIED, INHERITED, FILE_WRITE_DATA, Sid::everyone()),
             ]
         );
@@ -427,7 +429,7 @@ mod tests {
         assert_eq!(
             dir.dacl.unwrap().aces,
             vec![
-                Ace::new(ace_type::ACCESS_ALLOWED, INHERITED, FILE_ALL, t.user.clone()),
+                Ace::new(ace_type::ACCESS_ALLOWED, INHERITED, FILE_ALL, t.owner.clone()),
                 Ace::new(ace_type::ACCESS_ALLOWED, OBJECT_INHERIT | CONTAINER_INHERIT | INHERIT_ONLY | INHERITED, GENERIC_ALL, Sid::creator_owner()),
                 Ace::new(ace_type::ACCESS_DENIED, OBJECT_INHERIT | INHERIT_ONLY | INHERITED, FILE_WRITE_DATA, Sid::everyone()),
                 Ace::new(ace_type::ACCESS_ALLOWED, CONTAINER_INHERIT | INHERITED, FILE_GENERIC_READ, Sid::everyone()),
@@ -441,7 +443,7 @@ mod tests {
         assert_eq!(dir.control, 0);
         assert_eq!(dir.dacl.unwrap().aces, vec![Ace::new(ace_type::ACCESS_ALLOWED, OBJECT_INHERIT | INHERIT_ONLY, FILE_WRITE_DATA, Sid::creator_owner())]);
         let d = default_descriptor(&t);
-        assert_eq!(d.dacl.unwrap().aces.iter().map(|a| a.sid().unwrap().to_string()).collect::<Vec<_>>(), vec![t.user.to_string(), "S-1-5-18".to_string()]);
+        assert_eq!(d.dacl.unwrap().aces.iter().map(|a| a.sid().unwrap().to_string()).collect::<Vec<_>>(), vec![t.owner.to_string(), "S-1-5-18".to_string()]);
     }
 
     #[test]

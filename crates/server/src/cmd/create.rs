@@ -417,23 +417,28 @@ fn may_add(fs: &dyn FileSystem, path: &str, directory: bool, token: &acl::Token)
 
 /// Give a created object its descriptor (MS-DTYP 2.5.3.4): the one the
 /// CREATE carried in its SD context (owner and group defaulting to the
-/// creator's, a missing DACL inherited), else what it inherits from its
-/// directory's descriptor (kept, or made from the directory's mode), else
-/// [`acl::default_descriptor`]. Where the file system cannot keep it, an
-/// inherited descriptor is let go (the object's mode then stands for it);
-/// a given one fails the CREATE.
+/// creator's, a missing DACL inherited), else, under a directory with a
+/// kept descriptor, what it inherits from that, or
+/// [`acl::default_descriptor`] where that passes nothing on. Under a
+/// directory without one nothing is kept: the object's own mode stands
+/// for it, as for its directory. Where the file system cannot keep it,
+/// an inherited descriptor is let go; a given one fails the CREATE.
 fn new_descriptor(h: &smbq_vfs::Handle, parent: Option<&smbq_vfs::Security>, given: Option<&SecurityDescriptor>, token: &acl::Token) -> Result<(), NtStatus> {
-    let inherited = parent.and_then(|p| acl::inherit(&acl::descriptor(p, true), h.is_dir, token)).unwrap_or_else(|| acl::default_descriptor(token));
+    let kept = parent.filter(|p| p.descriptor.is_some());
+    let inherited = kept.map(|p| acl::inherit(&acl::descriptor(p, true), h.is_dir, token).unwrap_or_else(|| acl::default_descriptor(token)));
     let Some(g) = given else {
-        let _ = h.set_security(&inherited.to_bytes());
+        if let Some(sd) = inherited {
+            let _ = h.set_security(&sd.to_bytes());
+        }
         return Ok(());
     };
     let mut sd = acl::as_set(g.clone());
-    sd.owner = sd.owner.or_else(|| Some(token.user.clone()));
+    sd.owner = sd.owner.or_else(|| Some(token.owner.clone()));
     sd.group = sd.group.or_else(|| Some(token.group.clone()));
     if sd.control & smbq_wire::security::control::DACL_PRESENT == 0 {
-        sd.dacl = inherited.dacl;
-        sd.control |= inherited.control;
+        let from = inherited.unwrap_or_else(|| acl::descriptor(&h.security().unwrap_or_default(), h.is_dir));
+        sd.dacl = from.dacl;
+        sd.control |= from.control & smbq_wire::security::control::DACL_BITS;
     }
     h.set_security(&sd.to_bytes()).map_err(NtStatus::from)
 }
