@@ -380,7 +380,8 @@ impl SecurityDescriptor {
 
     /// This descriptor with the parts `info` selects taken from `new`, as
     /// SET_INFO applies them (MS-SMB2 3.3.5.21.3). A selected owner or
-    /// group that `new` lacks is kept as it was.
+    /// group that `new` lacks is kept as it was; a selected DACL that
+    /// `new` lacks is a NULL DACL.
     pub fn merge(&self, new: &SecurityDescriptor, info: u32) -> SecurityDescriptor {
         let mut sd = self.clone();
         if info & secinfo::OWNER != 0 && new.owner.is_some() {
@@ -389,9 +390,11 @@ impl SecurityDescriptor {
         if info & secinfo::GROUP != 0 && new.group.is_some() {
             sd.group = new.group.clone();
         }
+        // A DACL selected but not present is a NULL DACL, as Windows sets it
+        // (smbtorture smb2.create.nulldacl).
         if info & secinfo::DACL != 0 {
             sd.dacl = new.dacl.clone();
-            sd.control = sd.control & !control::DACL_BITS | new.control & control::DACL_BITS;
+            sd.control = sd.control & !control::DACL_BITS | new.control & control::DACL_BITS | control::DACL_PRESENT;
         }
         if info & secinfo::SACL != 0 {
             sd.sacl = new.sacl.clone();
@@ -451,11 +454,12 @@ mod tests {
         let merged = sd.merge(&new, secinfo::OWNER);
         assert_eq!(merged.owner, Some(Sid::everyone()));
         assert_eq!(merged.dacl, sd.dacl);
-        // Setting the DACL to a NULL DACL.
+        // Setting the DACL to a NULL DACL, with or without SE_DACL_PRESENT.
         let null = SecurityDescriptor { control: control::DACL_PRESENT, ..Default::default() };
         let merged = sd.merge(&null, secinfo::DACL);
         assert!(merged.null_dacl());
         assert_eq!(merged.owner, sd.owner);
+        assert!(sd.merge(&SecurityDescriptor::default(), secinfo::DACL).null_dacl());
     }
 
     #[test]
