@@ -243,7 +243,7 @@ fn security_fd(fd: BorrowedFd<'_>) -> Result<Security, FsError> {
     let x = fstatx(fd).map_err(err)?;
     let value = ntacl_value(fd).map_err(err)?;
     Ok(Security {
-        descriptor: value.as_deref().and_then(|v| ntacl::decode(v).ok()).map(<[u8]>::to_vec),
+        descriptor: value.as_deref().and_then(|v| ntacl::decode(v).ok()),
         unix: Some(UnixOwner { uid: x.stx_uid, gid: x.stx_gid, mode: u32::from(x.stx_mode) & 0o7777 }),
     })
 }
@@ -260,7 +260,7 @@ fn set_security(h: &PosixFile, descriptor: &[u8]) -> Result<(), FsError> {
         return Err(FsError::ReadOnly);
     }
     let fd = h.fd.as_fd();
-    let value = ntacl::encode(descriptor);
+    let value = ntacl::encode(descriptor).map_err(|_| status(NtStatus::INVALID_PARAMETER))?;
     let r = match rfs::fsetxattr(fd, ntacl::NAME, &value, rfs::XattrFlags::empty()) {
         Err(Errno::BADF) => rfs::setxattr(proc_path(fd), ntacl::NAME, &value, rfs::XattrFlags::empty()),
         r => r,

@@ -284,7 +284,14 @@ impl SecurityDescriptor {
     /// Decode a self-relative descriptor: every offset must lie inside
     /// `buf`, and 0 means the part is absent (MS-DTYP 2.4.6).
     pub fn decode(buf: &[u8]) -> Result<SecurityDescriptor, DecodeError> {
-        let mut r = Reader::new(buf);
+        SecurityDescriptor::decode_in(buf, 0)
+    }
+
+    /// Decode the descriptor whose header starts at `at` in `buf`, its
+    /// offsets counting from the start of `buf` (as Samba's NDR writes
+    /// them inside `security.NTACL`).
+    pub fn decode_in(buf: &[u8], at: usize) -> Result<SecurityDescriptor, DecodeError> {
+        let mut r = Reader::new(buf.get(at..).ok_or(DecodeError::Truncated)?);
         let revision = r.u8()?;
         r.skip(1)?; // Sbz1 (the resource manager bits)
         let control = r.u16()?;
@@ -296,7 +303,8 @@ impl SecurityDescriptor {
             if off == 0 {
                 return Ok(None);
             }
-            let rest = buf.get(off as usize..).filter(|r| off >= 20 && !r.is_empty()).ok_or(DecodeError::OutOfBounds)?;
+            let start = at.checked_add(20).filter(|h| off as usize >= *h).ok_or(DecodeError::OutOfBounds)?;
+            let rest = buf.get(off as usize..).filter(|r| start <= off as usize && !r.is_empty()).ok_or(DecodeError::OutOfBounds)?;
             Ok(Some(Reader::new(rest)))
         };
         let sid = |off| part(off)?.map(|mut r| Sid::decode(&mut r)).transpose();
@@ -316,7 +324,17 @@ impl SecurityDescriptor {
     /// Append the self-relative form: header, owner, group, SACL, DACL
     /// (the order Samba writes).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let base = out.len();
+        self.encode_based(out, out.len())
+    }
+
+    /// Append the descriptor with its offsets counting from the start of
+    /// `out` (the inverse of [`SecurityDescriptor::decode_in`]).
+    pub fn encode_in(&self, out: &mut Vec<u8>) {
+        self.encode_based(out, 0)
+    }
+
+    fn encode_based(&self, out: &mut Vec<u8>, base: usize) {
+        let start = out.len();
         out.u8(1);
         out.u8(0);
         let mut c = self.control | control::SELF_RELATIVE;
@@ -327,7 +345,7 @@ impl SecurityDescriptor {
             c |= control::SACL_PRESENT;
         }
         out.u16(c);
-        let offsets = out.len();
+        let offsets = start + 4;
         out.zeros(16);
         let here = |out: &Vec<u8>| (out.len() - base) as u32;
         if let Some(s) = &self.owner {
@@ -460,6 +478,18 @@ mod tests {
         assert!(merged.null_dacl());
         assert_eq!(merged.owner, sd.owner);
         assert!(sd.merge(&SecurityDescriptor::default(), secinfo::DACL).null_dacl());
+    }
+
+    #[test]
+    fn offsets_from_an_outer_start() {
+        let sd = SecurityDescriptor::decode(&hex(WINDOWS_FILE_SD)).unwrap();
+        let mut v = vec![0xEE; 8];
+        sd.encode_in(&mut v);
+        assert_eq!(&v[12..16], &28u32.to_le_bytes()); // owner at 8 + 20
+        assert_eq!(SecurityDescriptor::decode_in(&v, 8), Ok(sd.clone()));
+        // An offset into what precedes the descriptor is refused.
+        v[12] = 4;
+        assert!(SecurityDescriptor::decode_in(&v, 8).is_err());
     }
 
     #[test]
