@@ -82,12 +82,10 @@ PARITY_SUITES = ["smb2.oplock", "smb2.lease", "smb2.durable-open", "smb2.durable
                  "smb2.maximum_allowed", "smb2.sdread", "smb2.delete-on-close-perms", "smb2.dir", "smb2.rename",
                  "smb2.mkdir", "smb2.ioctl"]
 PARITY_GAPS: dict[str, str] = {
-    "smb2.acls": "no NT ACLs stored or enforced yet (security.NTACL): every subtest needs them",
     "smb2.timestamps": "no delayed write-time updates (Windows and Samba show the write time of a written file "
                        "unchanged until close, a flush or 2 s later): the four delayed-write subtests",
     "smb2.ioctl": "no sparse files (FSCTL_SET_SPARSE, QUERY_ALLOCATED_RANGES, SET_ZERO_DATA): smbtorture skips "
                   "the sparse subtests smbd passes",
-    "smb2.delete-on-close-perms": "no NT ACLs enforced: two subtests set a directory DACL without delete rights",
 }
 
 # Options for every run; smbtorture's defaults otherwise.
