@@ -13,8 +13,8 @@ use crate::open::access;
 use smbq_vfs::Security;
 use smbq_wire::security::{ace_flags, ace_type, control, Ace, Acl, SecurityDescriptor, Sid};
 
-/// The sub-authorities of smbq's user domain after S-1-5-21
-/// (FNV-1a of "smbq", split, fixed so SIDs never change).
+/// The sub-authorities of smbq's user domain after S-1-5-21: "smbq" and
+/// "-sid" as big-endian ASCII, then 17; fixed, so SIDs never change.
 pub const DOMAIN: [u32; 3] = [0x736d_6271, 0x2d73_6964, 0x0000_0011];
 
 /// The rid of the domain's users group (DOMAIN_USERS, MS-DTYP 2.4.2.4),
