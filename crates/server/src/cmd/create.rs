@@ -380,9 +380,15 @@ fn response(m: &FileMeta, action: CreateAction, file_id: FileId) -> CreateRespon
 /// What `token` may do to the existing `path` ([`acl::allowed`]), with
 /// DELETE also where the parent grants FILE_DELETE_CHILD, and
 /// FILE_READ_ATTRIBUTES where it grants FILE_LIST_DIRECTORY, as Windows
-/// and Samba allow (MS-FSA 2.1.5.1.2.1).
-fn allowed_on(fs: &dyn FileSystem, path: &str, token: &acl::Token, desired: u32) -> u32 {
-    let Ok(sec) = fs.security(path) else { return access::FILE_ALL };
+/// and Samba allow (MS-FSA 2.1.5.1.2.1). A file that cannot be found
+/// now is left to the open to report; any other failure to read its
+/// security refuses the open.
+fn allowed_on(fs: &dyn FileSystem, path: &str, token: &acl::Token, desired: u32) -> Result<u32, NtStatus> {
+    let sec = match fs.security(path).map_err(NtStatus::from) {
+        Ok(sec) => sec,
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND | NtStatus::OBJECT_PATH_NOT_FOUND) => return Ok(access::FILE_ALL),
+        Err(e) => return Err(e),
+    };
     let mut allowed = acl::allowed(&sec, token);
     let via_parent = access::DELETE | access::FILE_READ_ATTRIBUTES;
     let wanted = if desired & access::MAXIMUM_ALLOWED != 0 { via_parent } else { map_access(desired, 0) & via_parent };
@@ -397,7 +403,7 @@ fn allowed_on(fs: &dyn FileSystem, path: &str, token: &acl::Token, desired: u32)
             }
         }
     }
-    allowed
+    Ok(allowed)
 }
 
 /// Whether `token` may create `path` in its directory: the directory
@@ -652,7 +658,7 @@ fn open_file(
         //= MS-SMB2 3.3.5.9
         //# the server MUST perform access checks [of DesiredAccess against
         //# the file's security descriptor, MS-FSA 2.1.5.1.2.1]
-        maximal &= allowed_on(fs, name, &token, r.desired_access);
+        maximal &= allowed_on(fs, name, &token, r.desired_access)?;
         granted = map_access(r.desired_access, maximal);
         // Replacing the contents needs the right to write them, asked
         // for or not (MS-FSA 2.1.5.1.2.1; smbtorture
