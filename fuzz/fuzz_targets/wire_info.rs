@@ -92,6 +92,5 @@ fuzz_target!(|data: &[u8]| {
         let _ = fscc::short_name(&name);
         fscc::fs_attribute(&mut out, 0, 255, &name);
         fscc::fs_volume(&mut out, 0, 0, &name);
-        fscc::security_descriptor(&mut out, u32::from(sel), 0x1f01ff, sel & 1 == 0);
     }
 });

@@ -85,8 +85,6 @@ PARITY_SUITES = ["smb2.oplock", "smb2.lease", "smb2.durable-open", "smb2.durable
                  "smb2.sharemode", "smb2.deny", "smb2.lock", "smb2.credits", "smb2.connect",
                  *FILE_SEMANTICS_SUITES]
 PARITY_GAPS: dict[str, str] = {
-    "smb2.acls": "no NT ACLs stored or enforced yet (security.NTACL): every subtest needs them",
-    "smb2.delete-on-close-perms": "no NT ACLs enforced: two subtests set a directory DACL without delete rights",
 }
 
 # Options for every run; smbtorture's defaults otherwise.

@@ -10,6 +10,7 @@
 //! `rpc` (named pipes on IPC$).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod access;
 pub mod client;
 pub mod cmd;
 pub mod config;

@@ -435,9 +435,16 @@ fn query_info_classes() {
     let (st, err) = c.query(f, info_type::SECURITY, 0, 8, 0x7);
     assert_eq!(st, NtStatus::BUFFER_TOO_SMALL);
     assert_eq!(&err[4..8], &4u32.to_le_bytes());
-    assert_eq!(&err[8..12], &76u32.to_le_bytes());
     let (st, sd) = c.query(f, info_type::SECURITY, 0, 4096, 0x7);
-    assert_eq!((st, sd.len()), (NtStatus::SUCCESS, 76));
+    assert_eq!(&err[8..12], &(sd.len() as u32).to_le_bytes());
+    assert_eq!(st, NtStatus::SUCCESS);
+    // A file created where no descriptor is kept keeps none: one is made
+    // from its owner (the Unix user smbq runs as), group and mode.
+    let sd = smbq_wire::security::SecurityDescriptor::decode(&sd).unwrap();
+    let uid = rustix::process::geteuid().as_raw();
+    assert_eq!(sd.owner.unwrap().to_string(), format!("S-1-22-1-{uid}"));
+    assert!(sd.group.unwrap().to_string().starts_with("S-1-22-2-"));
+    assert!(!sd.dacl.unwrap().aces.is_empty());
 
     // Attribute-only access cannot read the security descriptor.
     let a = c.create("sub\\q.bin", READ_ATTRIBUTES, ALL_SHARE, disposition::OPEN, 0).unwrap();
@@ -756,4 +763,64 @@ fn streams_share_modes_and_deletion() {
     c.close(n, 0);
     assert_eq!(c.create("g:new", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::OBJECT_NAME_NOT_FOUND));
     assert!(c.dir.path().join("g").exists(), "the file stays");
+}
+
+/// SET_INFO SECURITY keeps a DACL and CREATE enforces it (MS-SMB2
+/// 3.3.5.21.3, 3.3.5.9; MS-DTYP 2.5.3.2): a denied write open is
+/// ACCESS_DENIED, MAXIMUM_ALLOWED and the MaximalAccess context leave the
+/// write out, a new file inherits, and READ_CONTROL/WRITE_DAC are needed.
+/// Needs root (security.NTACL); elsewhere SET_INFO says ACCESS_DENIED.
+#[test]
+fn security_descriptors_kept_and_enforced() {
+    use smbq_wire::security::{ace_flags, ace_type, Ace, Acl, SecurityDescriptor, Sid};
+    const READ_DATA: u32 = 0x1;
+    const WRITE_DATA: u32 = 0x2;
+    const READ_CONTROL: u32 = 0x0002_0000;
+    const WRITE_DAC: u32 = 0x0004_0000;
+    const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
+    let mut c = Client::new();
+    let d = c.create("acl", READ_CONTROL | WRITE_DAC, ALL_SHARE, disposition::CREATE, options::DIRECTORY_FILE).unwrap();
+    let f = c.create("acl\\f", GENERIC_READ | GENERIC_WRITE | READ_CONTROL | WRITE_DAC, ALL_SHARE, disposition::CREATE, 0).unwrap();
+    let everyone = |t, flags, mask| Ace::new(t, flags, mask, Sid::everyone());
+    let sd = |aces| SecurityDescriptor { dacl: Some(Acl::new(aces)), ..Default::default() }.to_bytes();
+    let set = |c: &mut Client, fid, info, buf: &[u8]| {
+        let req = SetInfoRequest { info_type: info_type::SECURITY, class: 0, buffer: buf, additional_information: info, file_id: fid };
+        let b = Client::body(|m| req.encode(m));
+        c.call(Command::SET_INFO, &b).0
+    };
+    let deny_write = sd(vec![everyone(ace_type::ACCESS_DENIED, 0, WRITE_DATA), everyone(ace_type::ACCESS_ALLOWED, 0, 0x001F_01FF)]);
+    let st = set(&mut c, f, 0x4, &deny_write);
+    if rustix::process::geteuid().as_raw() != 0 {
+        assert_eq!(st, NtStatus::ACCESS_DENIED);
+        return;
+    }
+    assert_eq!(st, NtStatus::SUCCESS);
+    let (st, back) = c.query(f, info_type::SECURITY, 0, 4096, 0x4);
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert_eq!(SecurityDescriptor::decode(&back).unwrap().dacl, SecurityDescriptor::decode(&deny_write).unwrap().dacl);
+    assert_eq!(c.create("acl\\f", WRITE_DATA, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::ACCESS_DENIED));
+    assert_eq!(c.create("acl\\f", READ_DATA, ALL_SHARE, disposition::OVERWRITE_IF, 0), Err(NtStatus::ACCESS_DENIED));
+    // MAXIMUM_ALLOWED opens, without the write; the MaximalAccess context says so.
+    let mxac = [CreateContext { name: b"MxAc", data: &[] }];
+    let (st, r) = c.create_ex("acl\\f", MAXIMUM_ALLOWED, ALL_SHARE, disposition::OPEN, 0, mxac.to_vec());
+    assert_eq!(st, NtStatus::SUCCESS);
+    let (_, ctxs) = CreateResponse::decode(&r).unwrap();
+    let m = ctxs.iter().find(|x| x.name == b"MxAc").unwrap();
+    assert_eq!(u32::from_le_bytes(m.data[4..8].try_into().unwrap()) & WRITE_DATA, 0);
+    // Without READ_CONTROL no query; without WRITE_DAC no set.
+    let r = c.create("acl\\f", READ_DATA, ALL_SHARE, disposition::OPEN, 0).unwrap();
+    assert_eq!(c.query(r, info_type::SECURITY, 0, 4096, 0x4).0, NtStatus::ACCESS_DENIED);
+    assert_eq!(set(&mut c, r, 0x4, &deny_write), NtStatus::ACCESS_DENIED);
+    // A new file inherits the directory's inheritable ACEs.
+    // (The directory's own WRITE_DATA is FILE_ADD_FILE, not passed on.)
+    let inherit = everyone(ace_type::ACCESS_ALLOWED, ace_flags::OBJECT_INHERIT, READ_DATA | READ_CONTROL);
+    let add_file = everyone(ace_type::ACCESS_ALLOWED, 0, WRITE_DATA);
+    assert_eq!(set(&mut c, d, 0x4, &sd(vec![inherit.clone(), add_file])), NtStatus::SUCCESS);
+    let n = c.create("acl\\new", READ_CONTROL, ALL_SHARE, disposition::CREATE, 0).unwrap();
+    let (_, got) = c.query(n, info_type::SECURITY, 0, 4096, 0x4);
+    assert_eq!(SecurityDescriptor::decode(&got).unwrap().dacl.unwrap().aces, vec![everyone(ace_type::ACCESS_ALLOWED, 0, READ_DATA | READ_CONTROL)]);
+    assert_eq!(c.create("acl\\new", WRITE_DATA, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::ACCESS_DENIED));
+    // Without FILE_ADD_FILE in the directory's DACL nothing is created there.
+    assert_eq!(set(&mut c, d, 0x4, &sd(vec![inherit])), NtStatus::SUCCESS);
+    assert_eq!(c.create("acl\\other", READ_CONTROL, ALL_SHARE, disposition::CREATE, 0), Err(NtStatus::ACCESS_DENIED));
 }

@@ -24,7 +24,8 @@ pub enum UserAction {
         #[arg(long)]
         users: Option<PathBuf>,
     },
-    /// List user names.
+    /// List user names, each with its SID (what security descriptors name
+    /// the user by).
     List {
         #[arg(long)]
         users: Option<PathBuf>,
@@ -90,7 +91,7 @@ pub fn run(action: UserAction) -> anyhow::Result<()> {
         UserAction::List { users } => {
             let path = users_path(users);
             for n in load_or_new(&path)?.names() {
-                println!("{n}");
+                println!("{n}\t{}", smbq_server::access::user_sid(&n));
             }
         }
     }

@@ -29,6 +29,7 @@ pub mod dosattrib;
 mod error;
 mod mem;
 mod names;
+pub mod ntacl;
 mod posix;
 mod streams;
 mod xattr;
@@ -135,6 +136,24 @@ pub struct SetTimes {
     pub last_write_time: Option<u64>,
 }
 
+/// What a file's NT security descriptor comes from: the one kept in
+/// `security.NTACL` ([`ntacl`]), else its POSIX owner, group and mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Security {
+    /// The self-relative descriptor (MS-DTYP 2.4.6) kept for the file.
+    pub descriptor: Option<Vec<u8>>,
+    /// Owner, group and permission bits, where the file system has them.
+    pub unix: Option<UnixOwner>,
+}
+
+/// A file's POSIX owner, group and permission bits (`st_mode & 0o7777`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnixOwner {
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+}
+
 /// A share root on a POSIX file system.
 #[derive(Debug)]
 pub struct PosixFs {
@@ -174,6 +193,11 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     /// MS-FSCC 2.5.1).
     fn named_streams(&self) -> bool {
         false
+    }
+    /// What the security descriptor of `path` comes from; a file system
+    /// that keeps none has no descriptor and no owner.
+    fn security(&self, path: &str) -> Result<Security, FsError> {
+        self.stat_path(path).map(|_| Security::default())
     }
 }
 
@@ -249,6 +273,15 @@ pub trait FileObject: Send + Sync + std::fmt::Debug {
     /// unnamed stream. Objects that are no named stream: INVALID_PARAMETER.
     fn rename_stream(&self, _target: &str, _replace: bool) -> Result<Option<String>, FsError> {
         Err(FsError::Status(NtStatus::INVALID_PARAMETER))
+    }
+    /// See [`FileSystem::security`].
+    fn security(&self) -> Result<Security, FsError> {
+        Ok(Security::default())
+    }
+    /// Keep `descriptor` (self-relative, MS-DTYP 2.4.6) as the file's
+    /// security descriptor; NOT_SUPPORTED where it cannot be kept.
+    fn set_security(&self, _descriptor: &[u8]) -> Result<(), FsError> {
+        Err(FsError::Status(NtStatus::NOT_SUPPORTED))
     }
 }
 
@@ -433,6 +466,17 @@ impl Handle {
         };
         Ok(())
     }
+    /// The file's kept security descriptor and POSIX owner ([`Security`]).
+    pub fn security(&self) -> Result<Security, FsError> {
+        self.file.security()
+    }
+    /// Keep `descriptor` in `security.NTACL` (Samba's layout, version 1).
+    /// That extended attribute needs CAP_SYS_ADMIN: without it the
+    /// answer is ACCESS_DENIED; where the file system has no extended
+    /// attributes, NOT_SUPPORTED.
+    pub fn set_security(&self, descriptor: &[u8]) -> Result<(), FsError> {
+        self.file.set_security(descriptor)
+    }
 }
 
 impl FileSystem for PosixFs {
@@ -459,6 +503,9 @@ impl FileSystem for PosixFs {
     }
     fn named_streams(&self) -> bool {
         true
+    }
+    fn security(&self, path: &str) -> Result<Security, FsError> {
+        posix::security_path(self, path)
     }
 }
 

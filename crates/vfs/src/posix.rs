@@ -4,11 +4,12 @@
 //! relative symlink can reach outside the share: the kernel answers EXDEV.
 
 use crate::dosattrib::{self, DosInfo};
+use crate::ntacl;
 use crate::xattr;
 use crate::names::{self, NameCache};
 use crate::{
     filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Kind,
-    OpenOptions, PosixFs, SetTimes, StreamInfo, STORED_ATTRIBUTES,
+    OpenOptions, PosixFs, Security, SetTimes, StreamInfo, UnixOwner, STORED_ATTRIBUTES,
 };
 use rustix::fs::{
     self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Statx,
@@ -224,6 +225,48 @@ fn dos_info(fd: BorrowedFd<'_>) -> Option<DosInfo> {
 /// Store `info` as the `user.DOSATTRIB` of the object `fd` is open on.
 fn set_dos_info(fd: BorrowedFd<'_>, info: &DosInfo) -> Result<(), Errno> {
     xattr::set(fd, dosattrib::NAME, &dosattrib::encode(info))
+}
+
+/// The `security.NTACL` value of the object `fd` is open on, if any.
+fn ntacl_value(fd: BorrowedFd<'_>) -> Result<Option<Vec<u8>>, Errno> {
+    match xattr::get(fd, ntacl::NAME) {
+        Err(Errno::OPNOTSUPP) => Ok(None),
+        r => r,
+    }
+}
+
+/// The security descriptor kept for the object `fd` is open on (one
+/// that does not parse counts as none), with its owner and mode.
+fn security_fd(fd: BorrowedFd<'_>) -> Result<Security, FsError> {
+    let x = fstatx(fd).map_err(err)?;
+    let value = ntacl_value(fd).map_err(err)?;
+    Ok(Security {
+        descriptor: value.as_deref().and_then(|v| ntacl::decode(v).ok()),
+        unix: Some(UnixOwner { uid: x.stx_uid, gid: x.stx_gid, mode: u32::from(x.stx_mode) & 0o7777 }),
+    })
+}
+
+/// The security of the file `path` names (a stream's is its file's),
+/// looked up as every open is: in another case where the share ignores it.
+pub(crate) fn security_path(fs: &PosixFs, path: &str) -> Result<Security, FsError> {
+    let (base, _) = crate::streams::parse(path)?;
+    let comps = split(base)?;
+    let fd = with_case(fs, &comps, |c| lookup(fs.root.as_fd(), c))?;
+    security_fd(fd.as_fd())
+}
+
+/// `security.*` extended attributes need CAP_SYS_ADMIN (EPERM without).
+fn set_security(h: &PosixFile, descriptor: &[u8]) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let fd = h.fd.as_fd();
+    let value = ntacl::encode(descriptor).map_err(|_| status(NtStatus::INVALID_PARAMETER))?;
+    match xattr::set(fd, ntacl::NAME, &value) {
+        Err(Errno::PERM | Errno::ACCESS) => Err(status(NtStatus::ACCESS_DENIED)),
+        Err(Errno::OPNOTSUPP) => Err(status(NtStatus::NOT_SUPPORTED)),
+        r => r.map_err(err),
+    }
 }
 
 /// The birth time when the file system records one, else the oldest of
@@ -1138,5 +1181,11 @@ impl FileObject for PosixFile {
     }
     fn streams(&self) -> Result<Vec<StreamInfo>, FsError> {
         crate::streams::list(self)
+    }
+    fn security(&self) -> Result<Security, FsError> {
+        security_fd(self.fd.as_fd())
+    }
+    fn set_security(&self, descriptor: &[u8]) -> Result<(), FsError> {
+        set_security(self, descriptor)
     }
 }

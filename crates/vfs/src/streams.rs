@@ -20,7 +20,7 @@ use rustix::fs::{self as rfs, XattrFlags};
 use rustix::io::Errno;
 use smbq_wire::NtStatus;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex, Weak};
 
 /// Samba's SAMBA_XATTR_DOSSTREAM_PREFIX.
@@ -125,11 +125,6 @@ fn allocation(size: u64) -> u64 {
     size.div_ceil(8).saturating_mul(8)
 }
 
-/// An fd's `/proc/self/fd` link: the xattr calls follow it to the file.
-fn proc_path(fd: BorrowedFd<'_>) -> String {
-    format!("/proc/self/fd/{}", fd.as_raw_fd())
-}
-
 /// Where the xattr calls for a file go: its fd, or, for an O_PATH fd
 /// (which the f*xattr calls refuse with EBADF), its `/proc/self/fd` link.
 enum On<'a> {
@@ -139,7 +134,7 @@ enum On<'a> {
 
 fn on(fd: BorrowedFd<'_>) -> On<'_> {
     match rfs::fcntl_getfl(fd) {
-        Ok(fl) if fl.contains(rfs::OFlags::PATH) => On::Path(proc_path(fd)),
+        Ok(fl) if fl.contains(rfs::OFlags::PATH) => On::Path(crate::xattr::proc_path(fd)),
         _ => On::Fd(fd),
     }
 }
@@ -562,7 +557,7 @@ impl StreamFile {
                 }
                 let data = self.data(&own)?;
                 // The base fd may be read-only: write through a new fd.
-                let w = rfs::open(proc_path(fd), rfs::OFlags::WRONLY | rfs::OFlags::CLOEXEC, rfs::Mode::empty()).map_err(io)?;
+                let w = rfs::open(crate::xattr::proc_path(fd), rfs::OFlags::WRONLY | rfs::OFlags::CLOEXEC, rfs::Mode::empty()).map_err(io)?;
                 let mut done = 0;
                 while done < data.len() {
                     match rustix::io::pwrite(&w, data.get(done..).unwrap_or_default(), done as u64) {

@@ -30,9 +30,18 @@ pub(crate) fn get_into(fd: BorrowedFd<'_>, name: &str, buf: &mut [u8]) -> Result
 }
 
 /// The value of `name`, `None` when the object has no such attribute.
+/// Most values fit 4 KiB; a larger one is read again into a buffer of the
+/// largest size Linux allows.
 pub(crate) fn get(fd: BorrowedFd<'_>, name: &str) -> Result<Option<Vec<u8>>, Errno> {
-    let mut buf = vec![0u8; MAX_VALUE];
-    Ok(get_into(fd, name, &mut buf)?.map(|n| {
+    let mut buf = vec![0u8; 4096];
+    let n = match get_into(fd, name, &mut buf) {
+        Err(Errno::RANGE) => {
+            buf.resize(MAX_VALUE, 0);
+            get_into(fd, name, &mut buf)?
+        }
+        r => r?,
+    };
+    Ok(n.map(|n| {
         buf.truncate(n);
         buf
     }))

@@ -777,3 +777,40 @@ fn unlink_files_and_directories() {
     f.fs.unlink(&h.path, h.is_dir).unwrap();
     assert_eq!(h.read_append(&mut Vec::new(), 2, 0).unwrap(), 2);
 }
+
+/// A security descriptor is kept in `security.NTACL` (version 1, offsets
+/// from the start of the value), read back with the owner and mode, and
+/// found by path too. Only root may write `security.*`: anyone else gets
+/// ACCESS_DENIED, and nothing is kept.
+#[test]
+fn security_descriptor_in_ntacl() {
+    use smbq_wire::security::{ace_type, Ace, Acl, SecurityDescriptor, Sid};
+    let f = fixture();
+    let (h, _) = f.fs.open("acl.txt", &o(Disposition::Create, Kind::NonDirectory, true)).unwrap();
+    let before = h.security().unwrap();
+    assert_eq!(before.descriptor, None);
+    let unix = before.unix.unwrap();
+    assert_eq!(unix.uid, fs::metadata(f.share.join("acl.txt")).unwrap().uid());
+    assert_eq!(unix.mode, fs::metadata(f.share.join("acl.txt")).unwrap().permissions().mode() & 0o7777);
+    let sd = SecurityDescriptor {
+        owner: Some(Sid::everyone()),
+        dacl: Some(Acl::new(vec![Ace::new(ace_type::ACCESS_DENIED, 0, 2, Sid::everyone())])),
+        ..Default::default()
+    }
+    .to_bytes();
+    match h.set_security(&sd) {
+        Ok(()) => {
+            assert_eq!(h.security().unwrap().descriptor.as_deref(), Some(&sd[..]));
+            assert_eq!(smbq_vfs::FileSystem::security(&f.fs, "acl.txt").unwrap().descriptor.as_deref(), Some(&sd[..]));
+            let kept = xattr(&f.share.join("acl.txt"), "security.NTACL").unwrap();
+            assert_eq!(&kept[..8], &[1, 0, 1, 0, 0, 0, 2, 0]);
+            assert_eq!(&kept[12..16], &28u32.to_le_bytes()); // the owner, 8 + 20 bytes in
+        }
+        Err(e) => {
+            assert_eq!(e.status(), NtStatus::ACCESS_DENIED);
+            assert_eq!(h.security().unwrap().descriptor, None);
+        }
+    }
+    // Not a descriptor: refused before anything is written.
+    assert_eq!(h.set_security(&[1, 2, 3]).unwrap_err().status(), NtStatus::INVALID_PARAMETER);
+}

@@ -52,6 +52,8 @@ pub mod ctx_name {
     pub const TIMEWARP: &[u8] = b"TWrp";
     /// Extended attributes to set on the file (2.2.13.2.1).
     pub const EA_BUFFER: &[u8] = b"ExtA";
+    /// SMB2_CREATE_SD_BUFFER (2.2.13.2.2): the new file's security descriptor.
+    pub const SD_BUFFER: &[u8] = b"SecD";
     /// Durable handles (MS-SMB2 2.2.13.2.3, .4, .11, .12).
     pub const DURABLE_REQUEST: &[u8] = b"DHnQ";
     pub const DURABLE_RECONNECT: &[u8] = b"DHnC";

@@ -1,6 +1,5 @@
 //! File system information classes (MS-FSCC 2.4 file, 2.5 file system),
-//! file attributes (2.6), and the self-relative security descriptor
-//! (MS-DTYP 2.4.6) QUERY_INFO returns. Each structure is written once here
+//! file attributes (2.6). Each structure is written once here
 //! and shared by QUERY_DIRECTORY, QUERY_INFO and SET_INFO.
 
 use crate::reader::{put_utf16le, utf16_len, utf16le, Put, Reader};
@@ -391,59 +390,6 @@ pub fn fs_object_id(out: &mut Vec<u8>, object_id: &[u8; 16]) {
     out.zeros(48);
 }
 
-/// SecurityInformation bits of QUERY_INFO AdditionalInformation (MS-SMB2 2.2.37).
-pub mod secinfo {
-    pub const OWNER: u32 = 0x1;
-    pub const GROUP: u32 = 0x2;
-    pub const DACL: u32 = 0x4;
-    pub const SACL: u32 = 0x8;
-}
-
-/// S-1-5-32-544 (BUILTIN\Administrators).
-const SID_ADMINISTRATORS: [u8; 16] = [1, 2, 0, 0, 0, 0, 0, 5, 32, 0, 0, 0, 0x20, 0x02, 0, 0];
-/// S-1-1-0 (Everyone).
-const SID_EVERYONE: [u8; 12] = [1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0];
-
-/// A self-relative security descriptor (MS-DTYP 2.4.6) with the parts
-/// `info` asks for (no SACL ever): owner BUILTIN\Administrators, group
-/// Everyone, a DACL granting Everyone `mask` (inherited by children of a
-/// directory).
-pub fn security_descriptor(out: &mut Vec<u8>, info: u32, mask: u32, directory: bool) {
-    let base = out.len();
-    out.u8(1); // Revision
-    out.u8(0);
-    let dacl = info & secinfo::DACL != 0;
-    // SE_SELF_RELATIVE, plus SE_DACL_PRESENT when a DACL follows.
-    out.u16(0x8000 | if dacl { 0x0004 } else { 0 });
-    let offsets = out.len();
-    out.zeros(16); // OffsetOwner, OffsetGroup, OffsetSacl, OffsetDacl
-    if info & secinfo::OWNER != 0 {
-        let off = (out.len() - base) as u32;
-        out.set_u32(offsets, off);
-        out.bytes(&SID_ADMINISTRATORS);
-    }
-    if info & secinfo::GROUP != 0 {
-        let off = (out.len() - base) as u32;
-        out.set_u32(offsets + 4, off);
-        out.bytes(&SID_EVERYONE);
-    }
-    if dacl {
-        let off = (out.len() - base) as u32;
-        out.set_u32(offsets + 12, off);
-        let ace_len = 8 + SID_EVERYONE.len();
-        out.u8(2); // AclRevision
-        out.u8(0);
-        out.u16((8 + ace_len) as u16);
-        out.u16(1); // AceCount
-        out.u16(0);
-        out.u8(0); // ACCESS_ALLOWED_ACE_TYPE
-        out.u8(if directory { 0x3 } else { 0 }); // OBJECT_INHERIT | CONTAINER_INHERIT
-        out.u16(ace_len as u16);
-        out.u32(mask);
-        out.bytes(&SID_EVERYONE);
-    }
-}
-
 /// FileBasicInformation as SET_INFO carries it (MS-FSCC 2.4.7).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BasicInfo {
@@ -681,29 +627,6 @@ mod tests {
         v.clear();
         fs_object_id(&mut v, &[1; 16]);
         assert_eq!(v.len(), 64);
-    }
-
-    #[test]
-    fn security_descriptor_layout() {
-        let mut v = Vec::new();
-        security_descriptor(&mut v, secinfo::OWNER | secinfo::GROUP | secinfo::DACL, 0x1F01FF, false);
-        // Header 20 + owner 16 + group 12 + ACL 8 + ACE 20.
-        assert_eq!(v.len(), 76);
-        assert_eq!(&v[..4], &[1, 0, 0x04, 0x80]);
-        assert_eq!(&v[4..8], &20u32.to_le_bytes());
-        assert_eq!(&v[8..12], &36u32.to_le_bytes());
-        assert_eq!(&v[12..16], &0u32.to_le_bytes());
-        assert_eq!(&v[16..20], &48u32.to_le_bytes());
-        assert_eq!(&v[20..36], &SID_ADMINISTRATORS);
-        assert_eq!(&v[50..52], &28u16.to_le_bytes()); // AclSize
-        assert_eq!(&v[58..60], &20u16.to_le_bytes()); // AceSize
-        assert_eq!(&v[60..64], &0x1F01FFu32.to_le_bytes());
-        v.clear();
-        security_descriptor(&mut v, secinfo::GROUP, 0, true);
-        assert_eq!(v.len(), 32);
-        assert_eq!(&v[..4], &[1, 0, 0, 0x80]);
-        assert_eq!(&v[4..8], &0u32.to_le_bytes());
-        assert_eq!(&v[8..12], &20u32.to_le_bytes());
     }
 
     #[test]

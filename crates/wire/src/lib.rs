@@ -28,6 +28,7 @@ pub mod query_info;
 pub mod set_info;
 pub mod fscc;
 pub mod ea;
+pub mod security;
 pub mod ndr;
 pub mod dcerpc;
 pub mod srvsvc;

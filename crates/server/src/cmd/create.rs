@@ -2,6 +2,7 @@
 //! file or directory on a disk share, or a named pipe on IPC$. Also the
 //! access-mask and share-mode rules the other file commands reuse.
 
+use crate::access::{self as acl, map_access};
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::files::{FileTable, OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
@@ -14,14 +15,11 @@ use crate::server::{Share, ShareKind};
 use smbq_vfs::{CreateAction, Disposition, FileStat, FileSystem, Kind, OpenOptions};
 use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_data, options, share, CreateRequest, CreateResponse};
 use smbq_wire::fscc::{attr, FileMeta};
+use smbq_wire::security::SecurityDescriptor;
 use smbq_wire::{FileId, NtStatus, Reader};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// FILE_GENERIC_READ / WRITE / EXECUTE (MS-SMB2 2.2.13.1.1 generic mapping).
-const FILE_GENERIC_READ: u32 = 0x0012_0089;
-const FILE_GENERIC_WRITE: u32 = 0x0012_0116;
-const FILE_GENERIC_EXECUTE: u32 = 0x0012_00A0;
 /// DesiredAccess bits that are reserved (MS-SMB2 3.3.5.9).
 const RESERVED_ACCESS: u32 = 0x0CE0_FE00;
 /// Access that reads data / writes data: what share modes govern, with DELETE.
@@ -34,29 +32,6 @@ const NOT_SUPPORTED_OPTIONS: u32 = options::CREATE_TREE_CONNECTION | options::OP
 const RESERVED_OPTIONS: u32 = 0xFF00_0000;
 /// The mode bits of CreateOptions FileModeInformation reports (MS-FSCC 2.4.26).
 pub const MODE_OPTIONS: u32 = 0x0000_103E;
-
-/// Expand GENERIC_* and MAXIMUM_ALLOWED (MS-SMB2 2.2.13.1.1) into the
-/// specific rights; MAXIMUM_ALLOWED grants `maximal`.
-pub fn map_access(desired: u32, maximal: u32) -> u32 {
-    let generic = access::GENERIC_READ | access::GENERIC_WRITE | access::GENERIC_EXECUTE | access::GENERIC_ALL;
-    let mut a = desired & !(generic | access::MAXIMUM_ALLOWED);
-    if desired & access::GENERIC_READ != 0 {
-        a |= FILE_GENERIC_READ;
-    }
-    if desired & access::GENERIC_WRITE != 0 {
-        a |= FILE_GENERIC_WRITE;
-    }
-    if desired & access::GENERIC_EXECUTE != 0 {
-        a |= FILE_GENERIC_EXECUTE;
-    }
-    if desired & access::GENERIC_ALL != 0 {
-        a |= access::FILE_ALL;
-    }
-    if desired & access::MAXIMUM_ALLOWED != 0 {
-        a |= maximal;
-    }
-    a
-}
 
 /// Whether a new open with `access`/`share_access` conflicts with the
 /// existing opens of the file (the share-mode check of MS-FSA 2.1.5.1.2,
@@ -402,6 +377,78 @@ fn response(m: &FileMeta, action: CreateAction, file_id: FileId) -> CreateRespon
     }
 }
 
+/// What `token` may do to the existing `path` ([`acl::allowed`]), with
+/// DELETE also where the parent grants FILE_DELETE_CHILD, and
+/// FILE_READ_ATTRIBUTES where it grants FILE_LIST_DIRECTORY, as Windows
+/// and Samba allow (MS-FSA 2.1.5.1.2.1). A file that cannot be found
+/// now is left to the open to report; any other failure to read its
+/// security refuses the open.
+fn allowed_on(fs: &dyn FileSystem, path: &str, token: &acl::Token, desired: u32) -> Result<u32, NtStatus> {
+    let sec = match fs.security(path).map_err(NtStatus::from) {
+        Ok(sec) => sec,
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND | NtStatus::OBJECT_PATH_NOT_FOUND) => return Ok(access::FILE_ALL),
+        Err(e) => return Err(e),
+    };
+    let mut allowed = acl::allowed(&sec, token);
+    let via_parent = access::DELETE | access::FILE_READ_ATTRIBUTES;
+    let wanted = if desired & access::MAXIMUM_ALLOWED != 0 { via_parent } else { map_access(desired, 0) & via_parent };
+    if wanted & !allowed != 0 && !path.is_empty() {
+        let parent = path.rsplit_once('\\').map_or("", |(d, _)| d);
+        if let Ok(p) = fs.security(parent).map(|s| acl::allowed(&s, token)) {
+            if p & access::FILE_DELETE_CHILD != 0 {
+                allowed |= access::DELETE;
+            }
+            if p & acl::FILE_LIST_DIRECTORY != 0 {
+                allowed |= access::FILE_READ_ATTRIBUTES;
+            }
+        }
+    }
+    Ok(allowed)
+}
+
+/// Whether `token` may create `path` in its directory: the directory
+/// must grant FILE_ADD_FILE, or FILE_ADD_SUBDIRECTORY for a directory
+/// (MS-FSA 2.1.5.1.1). Returns the directory's security, which the new
+/// object inherits from; `None` where the directory cannot be read (the
+/// open then says why).
+fn may_add(fs: &dyn FileSystem, path: &str, directory: bool, token: &acl::Token) -> Result<Option<smbq_vfs::Security>, NtStatus> {
+    let parent = path.rsplit_once('\\').map_or("", |(d, _)| d);
+    let Ok(sec) = fs.security(parent) else { return Ok(None) };
+    let need = if directory { acl::FILE_ADD_SUBDIRECTORY } else { acl::FILE_ADD_FILE };
+    if acl::allowed(&sec, token) & need == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(Some(sec))
+}
+
+/// Give a created object its descriptor (MS-DTYP 2.5.3.4): the one the
+/// CREATE carried in its SD context (owner and group defaulting to the
+/// creator's, a missing DACL inherited), else, under a directory with a
+/// kept descriptor, what it inherits from that, or
+/// [`acl::default_descriptor`] where that passes nothing on. Under a
+/// directory without one nothing is kept: the object's own mode stands
+/// for it, as for its directory. Where the file system cannot keep it,
+/// an inherited descriptor is let go; a given one fails the CREATE.
+fn new_descriptor(h: &smbq_vfs::Handle, parent: Option<&smbq_vfs::Security>, given: Option<&SecurityDescriptor>, token: &acl::Token) -> Result<(), NtStatus> {
+    let kept = parent.filter(|p| p.descriptor.is_some());
+    let inherited = kept.map(|p| acl::inherit(&acl::descriptor(p, true), h.is_dir, token).unwrap_or_else(|| acl::default_descriptor(token)));
+    let Some(g) = given else {
+        if let Some(sd) = inherited {
+            let _ = h.set_security(&sd.to_bytes());
+        }
+        return Ok(());
+    };
+    let mut sd = acl::as_set(g.clone());
+    sd.owner = sd.owner.or_else(|| Some(token.owner.clone()));
+    sd.group = sd.group.or_else(|| Some(token.group.clone()));
+    if sd.control & smbq_wire::security::control::DACL_PRESENT == 0 {
+        let from = inherited.unwrap_or_else(|| acl::descriptor(&h.security().unwrap_or_default(), h.is_dir));
+        sd.dacl = from.dacl;
+        sd.control |= from.control & smbq_wire::security::control::DACL_BITS;
+    }
+    h.set_security(&sd.to_bytes()).map_err(NtStatus::from)
+}
+
 /// The checks that need the existing file, made before opening so a
 /// refused overwrite truncates nothing. Share modes and oplocks come
 /// after them ([`contend`]).
@@ -656,6 +703,7 @@ fn open_file(
         .flatten()
         .map(|s| table_key(&server.lock_files(), &s, stream));
     server.expire_parked(ctx.now, |p| Some(p.open.file_key) == key);
+    let token = acl::Token::for_user(&ctx.session()?.user);
     let mut files = server.lock_files();
     let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
     // What the name asks of the object comes before share modes: a data
@@ -671,6 +719,18 @@ fn open_file(
         check_stream_base(&files, fs, name, r, granted, existing.is_some())?;
     }
     if let Some(st) = &existing {
+        //= MS-SMB2 3.3.5.9
+        //# the server MUST perform access checks [of DesiredAccess against
+        //# the file's security descriptor, MS-FSA 2.1.5.1.2.1]
+        maximal &= allowed_on(fs, name, &token, r.desired_access)?;
+        granted = map_access(r.desired_access, maximal);
+        // Replacing the contents needs the right to write them, asked
+        // for or not (MS-FSA 2.1.5.1.2.1; smbtorture
+        // smb2.acls.OVERWRITE_READ_ONLY_FILE).
+        let implied = if overwrites(r) { access::FILE_WRITE_DATA } else { 0 };
+        if (granted | implied) & !maximal != 0 {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
         let key = table_key(&files, st, stream);
         if st.attributes & attr::READONLY != 0 && !st.is_dir {
             // MAXIMUM_ALLOWED on a read-only file grants no data writes.
@@ -710,7 +770,13 @@ fn open_file(
         read: granted & READ_ACCESS != 0,
         write: granted & WRITE_ACCESS != 0,
     };
+    let creates = existing.is_none() && !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
+    let parent_sec = if creates { may_add(fs, name, kind == Kind::Directory, &token)? } else { None };
+    let given = r.context(ctx_name::SD_BUFFER).map(|c| SecurityDescriptor::decode(c.data)).transpose().map_err(|_| NtStatus::INVALID_PARAMETER)?;
     let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
+    if action == CreateAction::Created {
+        new_descriptor(&h, parent_sec.as_ref(), given.as_ref(), &token)?;
+    }
     let mut st = h.stat().map_err(NtStatus::from)?;
     let key = table_key(&files, &st, smbq_vfs::named_stream(&h.path));
     if existing.as_ref().is_some_and(|e| e.file_id != st.file_id) {
@@ -905,19 +971,6 @@ mod tests {
     }
 
     const ALL_SHARE: u32 = share::READ | share::WRITE | share::DELETE;
-
-    #[test]
-    fn generic_access_is_mapped() {
-        assert_eq!(map_access(GENERIC_READ, FILE_ALL), FILE_GENERIC_READ);
-        assert_eq!(map_access(GENERIC_WRITE, FILE_ALL), FILE_GENERIC_WRITE);
-        assert_eq!(map_access(GENERIC_EXECUTE, FILE_ALL), FILE_GENERIC_EXECUTE);
-        assert_eq!(map_access(GENERIC_ALL, FILE_ALL), FILE_ALL);
-        assert_eq!(map_access(GENERIC_READ | GENERIC_WRITE | DELETE, FILE_ALL), 0x0013_019F);
-        assert_eq!(map_access(MAXIMUM_ALLOWED, 0x0012_00A9), 0x0012_00A9);
-        assert_eq!(map_access(MAXIMUM_ALLOWED | FILE_READ_ATTRIBUTES, FILE_ALL), FILE_ALL);
-        assert_eq!(map_access(FILE_READ_DATA, FILE_ALL), FILE_READ_DATA);
-        assert_eq!(map_access(0, FILE_ALL), 0);
-    }
 
     #[test]
     fn share_modes() {

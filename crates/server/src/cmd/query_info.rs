@@ -5,7 +5,8 @@ use crate::cmd::create::{meta, pipe_meta, MODE_OPTIONS};
 use crate::dispatch::{Ctx, HResult, Req};
 use crate::open::{access, Open};
 use crate::server::Server;
-use smbq_wire::fscc::{self, class, fs_attr, fs_class, secinfo, FsSize};
+use smbq_wire::fscc::{self, class, fs_attr, fs_class, FsSize};
+use smbq_wire::security::secinfo;
 use smbq_wire::header::encode_error_body;
 use smbq_wire::query_info::{begin_response, finish_response, info_type, QueryInfoRequest};
 use smbq_vfs::StreamInfo;
@@ -20,9 +21,6 @@ struct Info {
     data: Vec<u8>,
     fixed: usize,
 }
-
-/// Read-only maximal access (as TREE_CONNECT grants on read-only shares).
-const READ_ONLY_ACCESS: u32 = 0x0012_00A9;
 
 /// Handle an SMB2 QUERY_INFO (MS-SMB2 3.3.5.20).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
@@ -310,21 +308,19 @@ fn fs_info(server: &Server, open: &Open, c: u8) -> Result<Info, NtStatus> {
     Ok(Info { data: d, fixed })
 }
 
-/// SMB2_0_INFO_SECURITY (MS-SMB2 3.3.5.20.3): a fixed descriptor granting
-/// Everyone what the share allows. Owner, group and DACL need READ_CONTROL;
-/// a SACL is never returned.
+/// SMB2_0_INFO_SECURITY (MS-SMB2 3.3.5.20.3): the parts of the file's
+/// descriptor `info` selects (see [`crate::access::descriptor`]). Owner,
+/// group and DACL need READ_CONTROL; a SACL is never returned (no open
+/// is granted ACCESS_SYSTEM_SECURITY).
 fn security(open: &Open, info: u32) -> Result<Vec<u8>, NtStatus> {
     if info & (secinfo::OWNER | secinfo::GROUP | secinfo::DACL) != 0 {
         need(open, access::READ_CONTROL)?;
     }
-    let mask = match open.share.fs() {
-        Some(fs) if fs.read_only() => READ_ONLY_ACCESS,
-        _ => access::FILE_ALL,
+    let sd = match open.handle() {
+        Some(h) => crate::access::descriptor(&h.security().map_err(NtStatus::from)?, h.is_dir),
+        None => crate::access::descriptor(&smbq_vfs::Security::default(), false),
     };
-    let dir = open.handle().is_some_and(|h| h.is_dir);
-    let mut sd = Vec::new();
-    fscc::security_descriptor(&mut sd, info, mask, dir);
-    Ok(sd)
+    Ok(sd.select(info & !secinfo::SACL).to_bytes())
 }
 
 #[cfg(test)]

@@ -54,8 +54,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             }
         }
         info_type::FILE => file(ctx, fid, &r)?,
-        // Security descriptors are fixed here; accept and ignore changes.
-        info_type::SECURITY => {}
+        info_type::SECURITY => security(ctx, fid, &r)?,
         info_type::FILESYSTEM | info_type::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
         _ => return Err(NtStatus::INVALID_PARAMETER),
     }
@@ -208,6 +207,36 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
         }
         _ => Err(NtStatus::INVALID_INFO_CLASS),
     }
+}
+
+/// SMB2_0_INFO_SECURITY (MS-SMB2 3.3.5.21.3, MS-FSA 2.1.5.16): the parts
+/// of the descriptor AdditionalInformation selects replace those kept.
+/// Owner and group need WRITE_OWNER, the DACL WRITE_DAC, a SACL
+/// ACCESS_SYSTEM_SECURITY (never granted here).
+fn security(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), NtStatus> {
+    use smbq_wire::security::{secinfo, SecurityDescriptor};
+    let open = ctx.conn.opens.get(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    let OpenKind::File(h) = &open.kind else { return Err(NtStatus::NOT_SUPPORTED) };
+    let info = r.additional_information;
+    let new = crate::access::as_set(SecurityDescriptor::decode(r.buffer).map_err(|_| NtStatus::INVALID_PARAMETER)?);
+    //= MS-FSA 2.1.5.16
+    //# If SecurityInformation contains OWNER_SECURITY_INFORMATION or
+    //# GROUP_SECURITY_INFORMATION and Open.GrantedAccess does not contain
+    //# WRITE_OWNER, the operation MUST be failed with STATUS_ACCESS_DENIED.
+    if info & (secinfo::OWNER | secinfo::GROUP) != 0 {
+        need(open.access, access::WRITE_OWNER)?;
+    }
+    if info & secinfo::DACL != 0 {
+        need(open.access, access::WRITE_DAC)?;
+    }
+    if info & secinfo::SACL != 0 {
+        need(open.access, access::ACCESS_SYSTEM_SECURITY)?;
+    }
+    if open.share.read_only() {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let old = crate::access::descriptor(&h.security().map_err(NtStatus::from)?, h.is_dir);
+    h.set_security(&old.merge(&new, info).to_bytes()).map_err(NtStatus::from)
 }
 
 /// FileRenameInformation (MS-FSCC 2.4.37.2, MS-FSA 2.1.5.14.11).
