@@ -800,6 +800,9 @@ fn security_descriptors_kept_and_enforced() {
     assert_eq!(SecurityDescriptor::decode(&back).unwrap().dacl, SecurityDescriptor::decode(&deny_write).unwrap().dacl);
     assert_eq!(c.create("acl\\f", WRITE_DATA, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::ACCESS_DENIED));
     assert_eq!(c.create("acl\\f", READ_DATA, ALL_SHARE, disposition::OVERWRITE_IF, 0), Err(NtStatus::ACCESS_DENIED));
+    // The same file named in another case, or through a stream, is held by the same DACL.
+    assert_eq!(c.create("ACL\\F", WRITE_DATA, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::ACCESS_DENIED));
+    assert_eq!(c.create("acl\\f:s", WRITE_DATA, ALL_SHARE, disposition::OPEN_IF, 0), Err(NtStatus::ACCESS_DENIED));
     // MAXIMUM_ALLOWED opens, without the write; the MaximalAccess context says so.
     let mxac = [CreateContext { name: b"MxAc", data: &[] }];
     let (st, r) = c.create_ex("acl\\f", MAXIMUM_ALLOWED, ALL_SHARE, disposition::OPEN, 0, mxac.to_vec());

@@ -770,7 +770,20 @@ fn open_file(
         read: granted & READ_ACCESS != 0,
         write: granted & WRITE_ACCESS != 0,
     };
-    let creates = existing.is_none() && !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
+    // A new stream of an existing file is data written into that file:
+    // the file's DACL must grant what is asked and FILE_WRITE_DATA; the
+    // directory is not asked (MS-FSA 2.1.5.1.2.1).
+    let into_file = stream.is_some() && existing.is_none() && fs.security(name).is_ok();
+    if into_file {
+        maximal &= allowed_on(fs, name, &token, r.desired_access)?;
+        granted = map_access(r.desired_access, maximal);
+        let creating = !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
+        let implied = if creating { access::FILE_WRITE_DATA } else { 0 };
+        if (granted | implied) & !maximal != 0 {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    let creates = existing.is_none() && !into_file && !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
     let parent_sec = if creates { may_add(fs, name, kind == Kind::Directory, &token)? } else { None };
     let given = r.context(ctx_name::SD_BUFFER).map(|c| SecurityDescriptor::decode(c.data)).transpose().map_err(|_| NtStatus::INVALID_PARAMETER)?;
     let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
