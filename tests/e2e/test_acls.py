@@ -193,7 +193,7 @@ def test_new_files_inherit(smbq):
 
 @pytest.mark.parametrize("writer,reader", [("smbd", "smbq"), ("smbq", "smbd")], ids=["samba-to-smbq", "smbq-to-samba"])
 def test_descriptor_moves_with_the_share(start_server, writer, reader):
-    w = start_server(writer, "sign")
+    w = start_server(writer, "sign", smbd_share=servers.FILE_SEMANTICS)
     c = Client(w)
     try:
         d = c.open("moved", READ_CONTROL | WRITE_DAC | READ_DATA, CreateDisposition.FILE_CREATE, directory=True)
@@ -206,7 +206,7 @@ def test_descriptor_moves_with_the_share(start_server, writer, reader):
     finally:
         c.close()
     assert written == [(1, 0, WRITE_DATA, "S-1-5-32-546"), (0, 0, FILE_ALL, EVERYONE)]
-    r = start_server(reader, "sign")
+    r = start_server(reader, "sign", smbd_share=servers.FILE_SEMANTICS)
     subprocess.run(["cp", "-a", str(w.share_dir / "moved"), str(r.share_dir)], check=True)
     owner = servers.SMBD_UNIX_USER if reader == "smbd" else "root"
     subprocess.run(["chown", "-R", owner, str(r.share_dir / "moved")], check=True)
