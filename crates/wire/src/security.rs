@@ -380,7 +380,7 @@ impl SecurityDescriptor {
     /// The parts `info` (SecurityInformation) selects, as QUERY_INFO
     /// returns them (MS-SMB2 3.3.5.20.3).
     pub fn select(&self, info: u32) -> SecurityDescriptor {
-        let mut c = self.control & !(control::DACL_BITS | control::SACL_BITS);
+        let mut c = self.control & !(control::DACL_BITS | control::SACL_BITS) | control::SELF_RELATIVE;
         if info & secinfo::DACL != 0 {
             c |= self.control & control::DACL_BITS;
         }
@@ -402,6 +402,8 @@ impl SecurityDescriptor {
     /// `new` lacks is a NULL DACL.
     pub fn merge(&self, new: &SecurityDescriptor, info: u32) -> SecurityDescriptor {
         let mut sd = self.clone();
+        // What it encodes to is self-relative, as what decodes is.
+        sd.control |= control::SELF_RELATIVE;
         if info & secinfo::OWNER != 0 && new.owner.is_some() {
             sd.owner = new.owner.clone();
         }
@@ -440,6 +442,22 @@ mod tests {
         02 00 34 00 02 00 00 00
         00 10 14 00 ff 01 1f 00 01 01 00 00 00 00 00 05 12 00 00 00
         00 10 18 00 ff 01 1f 00 01 02 00 00 00 00 00 05 20 00 00 00 20 02 00 00";
+
+    /// What select and merge build encodes to what decodes back to it
+    /// (found by the wire_security fuzz target: a merge into an empty
+    /// descriptor lacked SELF_RELATIVE, which decoding always sets).
+    #[test]
+    fn selections_and_merges_round_trip() {
+        let mut input = vec![1, 0, 0x00, 0xb3];
+        input.extend_from_slice(&[0; 16]);
+        let sd = SecurityDescriptor::decode(&input).unwrap();
+        for info in 0..16 {
+            let part = sd.select(info);
+            assert_eq!(SecurityDescriptor::decode(&part.to_bytes()), Ok(part));
+            let merged = SecurityDescriptor::default().merge(&sd, info);
+            assert_eq!(SecurityDescriptor::decode(&merged.to_bytes()), Ok(merged));
+        }
+    }
 
     #[test]
     fn windows_descriptor() {
