@@ -29,6 +29,7 @@ pub mod set_info;
 pub mod fscc;
 pub mod ea;
 pub mod security;
+pub mod posix;
 pub mod ndr;
 pub mod dcerpc;
 pub mod srvsvc;
