@@ -101,6 +101,23 @@ pub struct FileStat {
     pub attributes: u32,
     pub nlink: u32,
     pub is_dir: bool,
+    /// What a POSIX file system says beyond that (the SMB3 POSIX
+    /// extensions show it); `None` on others.
+    pub unix: Option<UnixStat>,
+}
+
+/// A file's POSIX metadata, as FILE_POSIX_INFORMATION carries it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnixStat {
+    /// `st_mode`: the file type and permission bits.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub dev: u32,
+    /// The tag of the file's reparse point (a symlink's is
+    /// IO_REPARSE_TAG_SYMLINK, a FIFO's or device's IO_REPARSE_TAG_NFS);
+    /// 0 for none.
+    pub reparse_tag: u32,
 }
 
 /// One directory entry, with its metadata. `.` and `..` are included first
@@ -163,6 +180,8 @@ pub struct PosixFs {
     names: Option<Arc<NameCache>>,
     /// FICLONE worked on two scratch files when the share was opened.
     clones: bool,
+    /// Opens see POSIX semantics ([`PosixFs::posix_view`]).
+    posix: bool,
 }
 
 /// An open file or directory: the share-relative path it was opened by
@@ -198,6 +217,12 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     /// that keeps none has no descriptor and no owner.
     fn security(&self, path: &str) -> Result<Security, FsError> {
         self.stat_path(path).map(|_| Security::default())
+    }
+    /// The same files as the SMB3 POSIX extensions' opens see them
+    /// ([`PosixFs::posix_view`]); `None` where the file system has no
+    /// POSIX semantics.
+    fn posix_view(&self) -> Option<Arc<dyn FileSystem>> {
+        None
     }
 }
 
@@ -283,6 +308,26 @@ pub trait FileObject: Send + Sync + std::fmt::Debug {
     fn set_security(&self, _descriptor: &[u8]) -> Result<(), FsError> {
         Err(FsError::Status(NtStatus::NOT_SUPPORTED))
     }
+    /// See [`Handle::chmod`].
+    fn chmod(&self, _mode: u32) -> Result<(), FsError> {
+        Err(FsError::Status(NtStatus::NOT_SUPPORTED))
+    }
+    /// See [`Handle::chown`].
+    fn chown(&self, _uid: Option<u32>, _gid: Option<u32>) -> Result<(), FsError> {
+        Err(FsError::Status(NtStatus::NOT_SUPPORTED))
+    }
+    /// See [`Handle::reparse_point`].
+    fn reparse_point(&self) -> Result<Vec<u8>, FsError> {
+        Err(FsError::Status(NtStatus::NOT_A_REPARSE_POINT))
+    }
+    /// See [`Handle::set_reparse_point`].
+    fn set_reparse_point(&self, _buffer: &[u8]) -> Result<(), FsError> {
+        Err(FsError::Status(NtStatus::INVALID_DEVICE_REQUEST))
+    }
+    /// See [`Handle::delete_reparse_point`].
+    fn delete_reparse_point(&self, _tag: u32) -> Result<(), FsError> {
+        Err(FsError::Status(NtStatus::INVALID_DEVICE_REQUEST))
+    }
 }
 
 impl Handle {
@@ -322,7 +367,16 @@ impl PosixFs {
 
     /// The same root, refusing every change (for a share's read-only users).
     pub fn read_only_view(&self) -> PosixFs {
-        PosixFs { root: Arc::clone(&self.root), read_only: true, names: self.names.clone(), clones: self.clones }
+        PosixFs { root: Arc::clone(&self.root), read_only: true, names: self.names.clone(), clones: self.clones, posix: self.posix }
+    }
+
+    /// The same root as SMB3 POSIX opens see it (Samba's "POSIX
+    /// pathnames"): names match only in their exact case and may hold
+    /// any character but `\\`, `/` and NUL (`:` names no stream); a
+    /// symlink at the end of a path is opened, stat'ed and listed as
+    /// itself, a reparse point with IO_REPARSE_TAG_SYMLINK.
+    pub fn posix_view(&self) -> PosixFs {
+        PosixFs { root: Arc::clone(&self.root), read_only: self.read_only, names: None, clones: self.clones, posix: true }
     }
 
     /// Open or create `path` per `opts` (MS-SMB2 3.3.5.9, MS-FSA 2.1.5.1).
@@ -477,6 +531,35 @@ impl Handle {
     pub fn set_security(&self, descriptor: &[u8]) -> Result<(), FsError> {
         self.file.set_security(descriptor)
     }
+    /// Set the permission bits, setuid, setgid and sticky (`mode & 0o7777`).
+    pub fn chmod(&self, mode: u32) -> Result<(), FsError> {
+        self.file.chmod(mode)
+    }
+    /// Change the owner and/or group (`None` leaves one as it is); a
+    /// symlink changes itself, not its target.
+    pub fn chown(&self, uid: Option<u32>, gid: Option<u32>) -> Result<(), FsError> {
+        self.file.chown(uid, gid)
+    }
+    /// The file's reparse point, a whole REPARSE_DATA_BUFFER (MS-FSCC
+    /// 2.1.2.2): a symlink's built from its target, a file's as kept in
+    /// `user.SmbReparse` as Samba keeps it (FSCTL_GET_REPARSE_POINT,
+    /// MS-FSA 2.1.5.10.14). NOT_A_REPARSE_POINT for files without one.
+    pub fn reparse_point(&self) -> Result<Vec<u8>, FsError> {
+        self.file.reparse_point()
+    }
+    /// Give a regular file the reparse point `buffer` (checked), kept in
+    /// `user.SmbReparse` with FILE_ATTRIBUTE_REPARSE_POINT as Samba keeps
+    /// them (FSCTL_SET_REPARSE_POINT, MS-FSA 2.1.5.10.37): another tag
+    /// than the file's is IO_REPARSE_TAG_MISMATCH; anything but a regular
+    /// file ACCESS_DENIED, as on Samba.
+    pub fn set_reparse_point(&self, buffer: &[u8]) -> Result<(), FsError> {
+        self.file.set_reparse_point(buffer)
+    }
+    /// Remove the reparse point with `tag` (FSCTL_DELETE_REPARSE_POINT,
+    /// MS-FSA 2.1.5.10.8).
+    pub fn delete_reparse_point(&self, tag: u32) -> Result<(), FsError> {
+        self.file.delete_reparse_point(tag)
+    }
 }
 
 impl FileSystem for PosixFs {
@@ -502,10 +585,13 @@ impl FileSystem for PosixFs {
         posix::stat_fs(self)
     }
     fn named_streams(&self) -> bool {
-        true
+        !self.posix
     }
     fn security(&self, path: &str) -> Result<Security, FsError> {
         posix::security_path(self, path)
+    }
+    fn posix_view(&self) -> Option<Arc<dyn FileSystem>> {
+        Some(Arc::new(PosixFs::posix_view(self)))
     }
 }
 

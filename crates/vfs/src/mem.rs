@@ -117,6 +117,7 @@ impl Tree {
             attributes,
             nlink: n.nlink,
             is_dir: n.is_dir,
+            unix: None,
         })
     }
 

@@ -9,8 +9,9 @@ use crate::xattr;
 use crate::names::{self, NameCache};
 use crate::{
     filetime, CreateAction, DirEntry, Disposition, FileStat, FsError, FsStat, FileObject, Kind,
-    OpenOptions, PosixFs, Security, SetTimes, StreamInfo, UnixOwner, STORED_ATTRIBUTES,
+    OpenOptions, PosixFs, Security, SetTimes, StreamInfo, UnixOwner, UnixStat, STORED_ATTRIBUTES,
 };
+use smbq_wire::posix::{self as wire_posix, Symlink, REPARSE_TAG_NFS, REPARSE_TAG_SYMLINK};
 use rustix::fs::{
     self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Statx,
     StatxFlags, StatxTimestamp, Timespec, Timestamps,
@@ -28,6 +29,9 @@ const FILE_ATTRIBUTE_READONLY: u32 = 0x0000_0001;
 const FILE_ATTRIBUTE_DIRECTORY: u32 = 0x0000_0010;
 const FILE_ATTRIBUTE_ARCHIVE: u32 = 0x0000_0020;
 const FILE_ATTRIBUTE_NORMAL: u32 = 0x0000_0080;
+const FILE_ATTRIBUTE_REPARSE_POINT: u32 = 0x0000_0400;
+/// Where Samba keeps a file's reparse point (`SAMBA_XATTR_REPARSE_ATTRIB`).
+pub(crate) const REPARSE_XATTR: &str = "user.SmbReparse";
 
 /// Longest component (bytes), as NAME_MAX on Linux and 255 UTF-16 units on NTFS.
 const MAX_COMPONENT: usize = 255;
@@ -116,6 +120,38 @@ pub(crate) fn check_name(path: &str) -> Result<(), FsError> {
     split(path).map(drop)
 }
 
+/// [`split`], or for a POSIX view ([`PosixFs::posix_view`]): every
+/// character in a name but `/` and NUL, and no stream suffix.
+pub(crate) fn split_in(posix: bool, path: &str) -> Result<Vec<&str>, FsError> {
+    if !posix {
+        return split(path);
+    }
+    if path.len() > MAX_PATH {
+        return Err(FsError::InvalidName);
+    }
+    if path.is_empty() {
+        return Ok(Vec::new());
+    }
+    path.split('\\').map(|c| check_posix_component(c).map(|()| c)).collect()
+}
+
+/// A name as a POSIX view takes it: any but empty, `.`, `..`, too long,
+/// or holding `/` or NUL.
+fn check_posix_component(c: &str) -> Result<(), FsError> {
+    let bad = c.is_empty() || c == "." || c == ".." || c.len() > MAX_COMPONENT || c.contains(['/', '\0']);
+    if bad {
+        Err(FsError::InvalidName)
+    } else {
+        Ok(())
+    }
+}
+
+/// How a POSIX view looks up the last component: as itself, a symlink
+/// included (O_NOFOLLOW); other views follow it.
+fn last(fs: &PosixFs) -> OFlags {
+    if fs.posix { OFlags::NOFOLLOW } else { OFlags::empty() }
+}
+
 /// Components as a path relative to the root fd (`.` for the root).
 pub(crate) fn rel<S: std::borrow::Borrow<str>>(comps: &[S]) -> String {
     if comps.is_empty() {
@@ -137,8 +173,8 @@ fn open_parent(root: BorrowedFd<'_>, parent: &[&str]) -> Result<OwnedFd, FsError
 /// Look up an existing object (following symlinks that stay inside) with
 /// O_PATH: missing is OBJECT_NAME_NOT_FOUND, or OBJECT_PATH_NOT_FOUND when
 /// its parent is missing.
-fn lookup(root: BorrowedFd<'_>, comps: &[&str]) -> Result<OwnedFd, FsError> {
-    match beneath(root, &rel(comps), OFlags::PATH, 0) {
+fn lookup(root: BorrowedFd<'_>, comps: &[&str], last: OFlags) -> Result<OwnedFd, FsError> {
+    match beneath(root, &rel(comps), OFlags::PATH | last, 0) {
         Ok(fd) => Ok(fd),
         Err(Errno::NOENT) => {
             let parent = comps.split_last().map_or(&[][..], |(_, p)| p);
@@ -249,9 +285,9 @@ fn security_fd(fd: BorrowedFd<'_>) -> Result<Security, FsError> {
 /// The security of the file `path` names (a stream's is its file's),
 /// looked up as every open is: in another case where the share ignores it.
 pub(crate) fn security_path(fs: &PosixFs, path: &str) -> Result<Security, FsError> {
-    let (base, _) = crate::streams::parse(path)?;
-    let comps = split(base)?;
-    let fd = with_case(fs, &comps, |c| lookup(fs.root.as_fd(), c))?;
+    let base = if fs.posix { path } else { crate::streams::parse(path)?.0 };
+    let comps = split_in(fs.posix, base)?;
+    let fd = with_case(fs, &comps, |c| lookup(fs.root.as_fd(), c, last(fs)))?;
     security_fd(fd.as_fd())
 }
 
@@ -279,18 +315,37 @@ fn birth_time(x: &Statx) -> u64 {
     }
 }
 
-/// Statx and `user.DOSATTRIB` to SMB metadata (see [`FileStat`]).
-fn to_stat(x: &Statx, dos: Option<DosInfo>) -> FileStat {
+/// The reparse tag an object shows, as Samba shows it: a symlink's
+/// IO_REPARSE_TAG_SYMLINK, a FIFO's, socket's or device's
+/// IO_REPARSE_TAG_NFS, else the tag of the reparse point kept in
+/// `user.SmbReparse` (`stored` reads it) when `user.DOSATTRIB` has
+/// FILE_ATTRIBUTE_REPARSE_POINT; 0 for none.
+fn reparse_tag(x: &Statx, dos: Option<DosInfo>, stored: impl FnOnce() -> Option<Vec<u8>>) -> u32 {
+    match file_type(x) {
+        FileType::Symlink => REPARSE_TAG_SYMLINK,
+        FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => REPARSE_TAG_NFS,
+        FileType::RegularFile if dos.and_then(|d| d.attributes).is_some_and(|a| a & FILE_ATTRIBUTE_REPARSE_POINT != 0) => {
+            stored().and_then(|v| Some(u32::from_le_bytes(v.get(..4)?.try_into().ok()?))).unwrap_or(0)
+        }
+        _ => 0,
+    }
+}
+
+/// Statx, `user.DOSATTRIB` and the reparse tag ([`reparse_tag`]) to SMB
+/// metadata (see [`FileStat`]); a reparse point has
+/// FILE_ATTRIBUTE_REPARSE_POINT.
+fn to_stat(x: &Statx, dos: Option<DosInfo>, tag: u32) -> FileStat {
     let is_dir = file_type(x) == FileType::Directory;
     let dir_bit = if is_dir { FILE_ATTRIBUTE_DIRECTORY } else { 0 };
+    let reparse_bit = if tag != 0 { FILE_ATTRIBUTE_REPARSE_POINT } else { 0 };
     let attributes = match dos.and_then(|d| d.attributes) {
-        Some(a) => match a & STORED_ATTRIBUTES | dir_bit {
+        Some(a) => match a & STORED_ATTRIBUTES | dir_bit | reparse_bit {
             0 => FILE_ATTRIBUTE_NORMAL,
             a => a,
         },
         None if is_dir => FILE_ATTRIBUTE_DIRECTORY,
-        None if x.stx_mode & 0o200 == 0 => FILE_ATTRIBUTE_ARCHIVE | FILE_ATTRIBUTE_READONLY,
-        None => FILE_ATTRIBUTE_ARCHIVE,
+        None if x.stx_mode & 0o200 == 0 => FILE_ATTRIBUTE_ARCHIVE | FILE_ATTRIBUTE_READONLY | reparse_bit,
+        None => FILE_ATTRIBUTE_ARCHIVE | reparse_bit,
     };
     FileStat {
         file_id: file_id(x),
@@ -306,13 +361,22 @@ fn to_stat(x: &Statx, dos: Option<DosInfo>) -> FileStat {
         attributes,
         nlink: x.stx_nlink,
         is_dir,
+        unix: Some(UnixStat {
+            mode: u32::from(x.stx_mode) | file_type(x).as_raw_mode(),
+            uid: x.stx_uid,
+            gid: x.stx_gid,
+            dev: (dev(x) & 0xffff_ffff) as u32,
+            reparse_tag: tag,
+        }),
     }
 }
 
 /// The metadata of the object `fd` is open on (an O_PATH fd will do).
 fn stat_fd(fd: BorrowedFd<'_>) -> Result<FileStat, FsError> {
     let x = fstatx(fd).map_err(err)?;
-    Ok(to_stat(&x, dos_info(fd)))
+    let dos = dos_info(fd);
+    let tag = reparse_tag(&x, dos, || xattr::get(fd, REPARSE_XATTR).ok().flatten());
+    Ok(to_stat(&x, dos, tag))
 }
 
 pub(crate) fn new(root: &Path, read_only: bool, case_sensitive: bool) -> Result<PosixFs, FsError> {
@@ -330,6 +394,7 @@ pub(crate) fn new(root: &Path, read_only: bool, case_sensitive: bool) -> Result<
         read_only,
         names: (!case_sensitive).then(|| Arc::new(NameCache::default())),
         clones,
+        posix: false,
     })
 }
 
@@ -352,7 +417,7 @@ pub(crate) fn open(
     path: &str,
     opts: &OpenOptions,
 ) -> Result<(PosixFile, bool, CreateAction, String), FsError> {
-    let comps = split(path)?;
+    let comps = split_in(fs.posix, path)?;
     let truncate = matches!(
         opts.disposition,
         Disposition::Supersede | Disposition::Overwrite | Disposition::OverwriteIf
@@ -379,9 +444,9 @@ fn open_at(
     resolve: bool,
 ) -> Result<(PosixFile, bool, CreateAction, String), FsError> {
     let root = fs.root.as_fd();
-    let handle = |fd: OwnedFd| PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only };
+    let handle = |fd: OwnedFd| PosixFile { fd, root: Arc::clone(&fs.root), read_only: fs.read_only, posix: fs.posix };
     for _ in 0..RETRIES {
-        let found = beneath(root, &rel(comps), OFlags::PATH, 0);
+        let found = beneath(root, &rel(comps), OFlags::PATH | last(fs), 0);
         if resolve && matches!(found, Err(Errno::NOENT | Errno::NOTDIR)) {
             if let Some(real) = other_case(fs, comps) {
                 let real: Vec<&str> = real.iter().map(String::as_str).collect();
@@ -390,7 +455,7 @@ fn open_at(
         }
         match found {
             Ok(fd) => {
-                let (fd, is_dir, action) = open_existing(root, comps, fd, opts, truncate)?;
+                let (fd, is_dir, action) = open_existing(root, comps, fd, opts, truncate, last(fs))?;
                 return Ok((handle(fd), is_dir, action, comps.join("\\")));
             }
             Err(Errno::NOENT) => {}
@@ -449,6 +514,7 @@ fn open_existing(
     pfd: OwnedFd,
     opts: &OpenOptions,
     truncate: bool,
+    last: OFlags,
 ) -> Result<(OwnedFd, bool, CreateAction), FsError> {
     if opts.disposition == Disposition::Create {
         return Err(status(NtStatus::OBJECT_NAME_COLLISION));
@@ -485,7 +551,7 @@ fn open_existing(
         // O_NONBLOCK: if the name was swapped for a FIFO since the lookup,
         // do not hang in open (the check below then refuses it). It has no
         // effect on regular files.
-        let flags = access | OFlags::NOCTTY | OFlags::NONBLOCK;
+        let flags = access | OFlags::NOCTTY | OFlags::NONBLOCK | last;
         match beneath(root, &rel(comps), flags, 0) {
             Ok(fd) => {
                 let now = fstatx(fd.as_fd()).map_err(err)?;
@@ -510,8 +576,8 @@ fn open_existing(
 }
 
 pub(crate) fn stat_path(fs: &PosixFs, path: &str) -> Result<FileStat, FsError> {
-    let comps = split(path)?;
-    let fd = with_case(fs, &comps, |c| lookup(fs.root.as_fd(), c))?;
+    let comps = split_in(fs.posix, path)?;
+    let fd = with_case(fs, &comps, |c| lookup(fs.root.as_fd(), c, last(fs)))?;
     stat_fd(fd.as_fd())
 }
 
@@ -521,7 +587,7 @@ pub(crate) fn unlink(fs: &PosixFs, path: &str, is_dir: bool) -> Result<(), FsErr
     if fs.read_only {
         return Err(FsError::ReadOnly);
     }
-    let comps = split(path)?;
+    let comps = split_in(fs.posix, path)?;
     with_case(fs, &comps, |comps| unlink_at(fs, comps, is_dir))
 }
 
@@ -557,7 +623,7 @@ pub(crate) fn rename(fs: &PosixFs, from: &str, to: &str, replace: bool) -> Resul
     if fs.read_only {
         return Err(FsError::ReadOnly);
     }
-    let (from, to) = (split(from)?, split(to)?);
+    let (from, to) = (split_in(fs.posix, from)?, split_in(fs.posix, to)?);
     let Some((tleaf, tparent)) = to.split_last() else {
         return Err(status(NtStatus::ACCESS_DENIED));
     };
@@ -816,8 +882,10 @@ pub(crate) fn set_attributes(h: &PosixFile, attributes: u32) -> Result<(), FsErr
     let fd = h.fd.as_fd();
     let x = fstatx(fd).map_err(err)?;
     let old = dos_info(fd);
+    // A reparse point stays one (FSCTL_DELETE_REPARSE_POINT removes it).
+    let reparse = old.and_then(|d| d.attributes).unwrap_or(0) & FILE_ATTRIBUTE_REPARSE_POINT;
     let info = DosInfo {
-        attributes: Some(attributes & STORED_ATTRIBUTES),
+        attributes: Some(attributes & STORED_ATTRIBUTES | reparse),
         creation_time: Some(old.and_then(|d| d.creation_time).unwrap_or_else(|| birth_time(&x))),
     };
     match set_dos_info(fd, &info) {
@@ -835,13 +903,145 @@ pub(crate) fn set_attributes(h: &PosixFile, attributes: u32) -> Result<(), FsErr
     rfs::fchmod(fd, Mode::from_raw_mode(new)).map_err(err)
 }
 
+/// `st_mode` permission bits, setuid, setgid and sticky. A symlink has
+/// none to set (INVALID_PARAMETER).
+pub(crate) fn chmod(h: &PosixFile, mode: u32) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let fd = h.fd.as_fd();
+    if file_type(&fstatx(fd).map_err(err)?) == FileType::Symlink {
+        return Err(status(NtStatus::INVALID_PARAMETER));
+    }
+    let mode = Mode::from_raw_mode(mode & wire_posix::PERMISSION_BITS);
+    match rfs::fchmod(fd, mode) {
+        // An O_PATH fd (a metadata-only open): through its /proc link.
+        Err(Errno::BADF) => rfs::chmod(xattr::proc_path(fd), mode),
+        r => r,
+    }
+    .map_err(err)
+}
+
+/// `fchownat(fd, "", AT_EMPTY_PATH)`: the object itself, a symlink too.
+pub(crate) fn chown(h: &PosixFile, uid: Option<u32>, gid: Option<u32>) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    // -1 means "unchanged" to the kernel: no id a client can ask for.
+    if uid == Some(u32::MAX) || gid == Some(u32::MAX) {
+        return Err(status(NtStatus::INVALID_PARAMETER));
+    }
+    let (uid, gid) = (uid.map(rustix::fs::Uid::from_raw), gid.map(rustix::fs::Gid::from_raw));
+    rfs::chownat(h.fd.as_fd(), "", uid, gid, AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW).map_err(err)
+}
+
+/// NFS_SPECFILE_* (MS-FSCC 2.1.2.6): what an IO_REPARSE_TAG_NFS buffer
+/// says a special file is.
+const NFS_SPECFILE_FIFO: u64 = 0x0000_0000_4F46_4946;
+const NFS_SPECFILE_SOCK: u64 = 0x0000_0000_4B43_4F53;
+const NFS_SPECFILE_CHR: u64 = 0x0000_0000_0052_4843;
+const NFS_SPECFILE_BLK: u64 = 0x0000_0000_004B_4C42;
+
+/// See [`crate::Handle::reparse_point`]; special files answer with an
+/// IO_REPARSE_TAG_NFS buffer, as Samba builds them.
+pub(crate) fn reparse_point(h: &PosixFile) -> Result<Vec<u8>, FsError> {
+    let fd = h.fd.as_fd();
+    let x = fstatx(fd).map_err(err)?;
+    let nfs = |kind: u64, device: Option<(u32, u32)>| {
+        let mut out = Vec::with_capacity(24);
+        out.extend_from_slice(&REPARSE_TAG_NFS.to_le_bytes());
+        out.extend_from_slice(&(8u16 + if device.is_some() { 8 } else { 0 }).to_le_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&kind.to_le_bytes());
+        if let Some((major, minor)) = device {
+            out.extend_from_slice(&major.to_le_bytes());
+            out.extend_from_slice(&minor.to_le_bytes());
+        }
+        out
+    };
+    let device = (x.stx_rdev_major, x.stx_rdev_minor);
+    Ok(match file_type(&x) {
+        FileType::Symlink => {
+            let target = rfs::readlinkat(fd, "", Vec::new()).map_err(err)?;
+            let target = target.to_str().map_err(|_| status(NtStatus::STOPPED_ON_SYMLINK_ERR))?;
+            let mut out = Vec::new();
+            Symlink::from_target(target).encode(&mut out);
+            out
+        }
+        FileType::Fifo => nfs(NFS_SPECFILE_FIFO, None),
+        FileType::Socket => nfs(NFS_SPECFILE_SOCK, None),
+        FileType::CharacterDevice => nfs(NFS_SPECFILE_CHR, Some(device)),
+        FileType::BlockDevice => nfs(NFS_SPECFILE_BLK, Some(device)),
+        _ => {
+            let dos = dos_info(fd);
+            if reparse_tag(&x, dos, || None) == 0 && dos.and_then(|d| d.attributes).unwrap_or(0) & FILE_ATTRIBUTE_REPARSE_POINT == 0 {
+                return Err(status(NtStatus::NOT_A_REPARSE_POINT));
+            }
+            xattr::get(fd, REPARSE_XATTR).map_err(err)?.ok_or(status(NtStatus::NOT_A_REPARSE_POINT))?
+        }
+    })
+}
+
+/// The tag of the reparse point kept for the regular file `fd` is open on.
+fn stored_tag(fd: BorrowedFd<'_>) -> Result<Option<u32>, FsError> {
+    Ok(xattr::get(fd, REPARSE_XATTR)
+        .map_err(err)?
+        .and_then(|v| Some(u32::from_le_bytes(v.get(..4)?.try_into().ok()?))))
+}
+
+/// Set or clear FILE_ATTRIBUTE_REPARSE_POINT in `user.DOSATTRIB`.
+fn mark_reparse(fd: BorrowedFd<'_>, on: bool) -> Result<(), FsError> {
+    let x = fstatx(fd).map_err(err)?;
+    let old = dos_info(fd);
+    let shown = to_stat(&x, old, 0).attributes & STORED_ATTRIBUTES;
+    let attributes = if on { shown | FILE_ATTRIBUTE_REPARSE_POINT } else { shown };
+    let info = DosInfo {
+        attributes: Some(attributes),
+        creation_time: Some(old.and_then(|d| d.creation_time).unwrap_or_else(|| birth_time(&x))),
+    };
+    set_dos_info(fd, &info).map_err(err)
+}
+
+/// See [`crate::Handle::set_reparse_point`].
+pub(crate) fn set_reparse_point(h: &PosixFile, buffer: &[u8]) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let fd = h.fd.as_fd();
+    if file_type(&fstatx(fd).map_err(err)?) != FileType::RegularFile {
+        return Err(status(NtStatus::ACCESS_DENIED));
+    }
+    let (tag, _) = wire_posix::split_reparse_buffer(buffer).map_err(|_| status(NtStatus::IO_REPARSE_DATA_INVALID))?;
+    if stored_tag(fd)?.is_some_and(|t| t != tag) {
+        return Err(status(NtStatus::IO_REPARSE_TAG_MISMATCH));
+    }
+    xattr::set(fd, REPARSE_XATTR, buffer).map_err(err)?;
+    mark_reparse(fd, true)
+}
+
+/// See [`crate::Handle::delete_reparse_point`].
+pub(crate) fn delete_reparse_point(h: &PosixFile, tag: u32) -> Result<(), FsError> {
+    if h.read_only {
+        return Err(FsError::ReadOnly);
+    }
+    let fd = h.fd.as_fd();
+    match stored_tag(fd)? {
+        None => Err(status(NtStatus::NOT_A_REPARSE_POINT)),
+        Some(t) if t != tag => Err(status(NtStatus::IO_REPARSE_TAG_MISMATCH)),
+        Some(_) => {
+            xattr::remove(fd, REPARSE_XATTR).map_err(err)?;
+            mark_reparse(fd, false)
+        }
+    }
+}
+
 /// `user.` attributes that are not EAs: Samba's and smbq's own records
 /// (DOS attributes, streams, Samba's POSIX ACL inheritance flags and its
 /// old EA and attribute stores).
 fn private_xattr(name: &str) -> bool {
     name == dosattrib::NAME
         || name.starts_with("user.DosStream.")
-        || matches!(name, "user.SAMBA_PAI" | "user.DosEAs" | "user.DosAttrib")
+        || matches!(name, "user.SAMBA_PAI" | "user.DosEAs" | "user.DosAttrib" | REPARSE_XATTR)
 }
 
 fn ea_err(e: Errno) -> FsError {
@@ -984,7 +1184,9 @@ pub(crate) fn sync(h: &PosixFile) -> Result<(), FsError> {
 /// name. Names no SMB client could open again (not UTF-8, or failing
 /// [`check_component`]) and entries that vanish while we stat them are
 /// left out. A symlink shows its target's metadata when the target is
-/// inside the share, else the link's own.
+/// inside the share, else the link's own; through a POSIX view always
+/// its own, and the share root's `..` shows nothing of what lies above
+/// (no owner, inode 0), as on Samba.
 fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
     let root = h.root.as_fd();
     let me = fstatx(h.fd.as_fd()).map_err(err)?;
@@ -993,7 +1195,7 @@ fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
     }
     let is_root = same_file(&me, &fstatx(root).map_err(err)?);
     // The handle's own path, to resolve symlink targets beneath the root.
-    let comps = split(path).ok();
+    let comps = split_in(h.posix, path).ok();
     let parent = match (&comps, is_root) {
         (Some(c), false) => {
             let p = c.split_last().map_or(&[][..], |(_, p)| p);
@@ -1001,11 +1203,13 @@ fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
         }
         _ => None,
     };
-    let me = to_stat(&me, dos_info(h.fd.as_fd()));
+    let me = to_stat(&me, dos_info(h.fd.as_fd()), 0);
+    let above = if h.posix { FileStat { file_id: 0, unix: None, ..me } } else { me };
     let mut out = vec![
         DirEntry { name: ".".to_owned(), stat: me },
-        DirEntry { name: "..".to_owned(), stat: parent.unwrap_or(me) },
+        DirEntry { name: "..".to_owned(), stat: parent.unwrap_or(above) },
     ];
+    let valid = if h.posix { check_posix_component } else { check_component };
     let mut entries = Vec::new();
     let dir_path = xattr::proc_path(h.fd.as_fd());
     let mut dir = rfs::Dir::read_from(&h.fd).map_err(err)?;
@@ -1014,24 +1218,31 @@ fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
         let Ok(name) = ent.file_name().to_str() else {
             continue;
         };
-        if name == "." || name == ".." || check_component(name).is_err() {
+        if name == "." || name == ".." || valid(name).is_err() {
             continue;
         }
         let Ok(x) = statx_at(h.fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
-        let target = match (&comps, file_type(&x) == FileType::Symlink) {
+        let target = match (&comps, file_type(&x) == FileType::Symlink && !h.posix) {
             (Some(c), true) => beneath(root, &format!("{}/{name}", rel(c)), OFlags::PATH, 0)
                 .ok()
                 .and_then(|fd| stat_fd(fd.as_fd()).ok()),
             _ => None,
         };
         let stat = target.unwrap_or_else(|| {
+            let path = format!("{dir_path}/{name}");
             let mut buf = [0u8; 128];
-            let dos = rfs::lgetxattr(format!("{dir_path}/{name}"), dosattrib::NAME, &mut buf[..])
+            let dos = rfs::lgetxattr(&path, dosattrib::NAME, &mut buf[..])
                 .ok()
                 .and_then(|n| dosattrib::decode(buf.get(..n)?));
-            to_stat(&x, dos)
+            let tag = reparse_tag(&x, dos, || {
+                let mut v = vec![0u8; wire_posix::MAX_REPARSE_BUFFER];
+                let n = rfs::lgetxattr(&path, REPARSE_XATTR, &mut v[..]).ok()?;
+                v.truncate(n);
+                Some(v)
+            });
+            to_stat(&x, dos, tag)
         });
         entries.push(DirEntry { name: name.to_owned(), stat });
     }
@@ -1115,6 +1326,8 @@ pub(crate) struct PosixFile {
     fd: OwnedFd,
     root: Arc<OwnedFd>,
     read_only: bool,
+    /// Opened through a POSIX view: listings show symlinks as themselves.
+    posix: bool,
 }
 
 impl PosixFile {
@@ -1187,5 +1400,20 @@ impl FileObject for PosixFile {
     }
     fn set_security(&self, descriptor: &[u8]) -> Result<(), FsError> {
         set_security(self, descriptor)
+    }
+    fn chmod(&self, mode: u32) -> Result<(), FsError> {
+        chmod(self, mode)
+    }
+    fn chown(&self, uid: Option<u32>, gid: Option<u32>) -> Result<(), FsError> {
+        chown(self, uid, gid)
+    }
+    fn reparse_point(&self) -> Result<Vec<u8>, FsError> {
+        reparse_point(self)
+    }
+    fn set_reparse_point(&self, buffer: &[u8]) -> Result<(), FsError> {
+        set_reparse_point(self, buffer)
+    }
+    fn delete_reparse_point(&self, tag: u32) -> Result<(), FsError> {
+        delete_reparse_point(self, tag)
     }
 }

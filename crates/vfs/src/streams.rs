@@ -360,7 +360,7 @@ fn open_unnamed(fs: &PosixFs, base: &str, opts: &OpenOptions) -> Result<(Handle,
 /// FILE_IS_A_DIRECTORY else), its index (`::$INDEX_ALLOCATION`, a
 /// directory), or a named stream.
 pub(crate) fn open(fs: &PosixFs, path: &str, opts: &OpenOptions) -> Result<(Handle, CreateAction), FsError> {
-    let (base, stream) = parse(path)?;
+    let (base, stream) = if fs.posix { (path, Stream::Unnamed) } else { parse(path)? };
     match stream {
         Stream::Unnamed => open_unnamed(fs, base, opts),
         Stream::Data | Stream::Named(_) if opts.kind == Kind::Directory => Err(status(NtStatus::NOT_A_DIRECTORY)),
@@ -416,7 +416,7 @@ fn open_named(fs: &PosixFs, base: &str, name: &str, opts: &OpenOptions) -> Resul
 /// [`crate::FileSystem::stat_path`] for any path; a named stream reports
 /// its base file's metadata with its own size ([`StreamFile::stat`]).
 pub(crate) fn stat_path(fs: &PosixFs, path: &str) -> Result<FileStat, FsError> {
-    let (base, stream) = parse(path)?;
+    let (base, stream) = if fs.posix { (path, Stream::Unnamed) } else { parse(path)? };
     let Stream::Named(name) = stream else { return posix::stat_path(fs, base) };
     let opts = OpenOptions { disposition: Disposition::Open, kind: Kind::Any, read: false, write: false };
     let (file, _, _, _) = posix::open(fs, base, &opts)?;
@@ -437,7 +437,7 @@ fn stream_stat(base: FileStat, size: u64) -> FileStat {
 /// [`crate::FileSystem::unlink`] for any path: a named stream is removed
 /// from its file, which stays.
 pub(crate) fn unlink(fs: &PosixFs, path: &str, is_dir: bool) -> Result<(), FsError> {
-    let (base, stream) = parse(path)?;
+    let (base, stream) = if fs.posix { (path, Stream::Unnamed) } else { parse(path)? };
     let Stream::Named(name) = stream else { return posix::unlink(fs, base, is_dir) };
     if fs.read_only() {
         return Err(FsError::ReadOnly);
