@@ -42,6 +42,12 @@ pub struct ShareConfig {
     /// expect (see [`smbq_vfs::PosixFs::new`]).
     #[serde(default)]
     pub case_sensitive: bool,
+    /// Offer the SMB3 POSIX extensions (Samba's `smb3 unix extensions`):
+    /// a client that negotiates them and sends the POSIX create context
+    /// gets POSIX opens ([`smbq_vfs::PosixFs::posix_view`]): exact-case
+    /// names, modes, owners, symlinks. Other opens are as on any share.
+    #[serde(default)]
+    pub posix: bool,
     #[serde(default)]
     pub encrypt: EncryptPolicy,
     /// Who may connect (user names, case-insensitive); `None` = every user.

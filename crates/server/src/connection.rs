@@ -54,6 +54,9 @@ pub struct Negotiated {
     pub server_security_mode: u16,
     /// SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY accepted: no SMB encryption here.
     pub transport_security: bool,
+    /// The SMB3 POSIX extensions agreed (smbq_wire::posix): CREATEs with
+    /// the POSIX create context on a `posix` share are POSIX opens.
+    pub posix: bool,
 }
 
 /// Why the connection must end. Fatal stays fatal.

@@ -23,6 +23,7 @@ pub mod job;
 pub mod notify;
 pub mod open;
 pub mod oplock;
+pub mod posix;
 pub mod rpc;
 pub mod server;
 pub mod session;

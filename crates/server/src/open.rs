@@ -51,9 +51,20 @@ pub struct Open {
     /// Data was written through it: its close changes its directory
     /// (directory leases break then).
     pub written: bool,
+    /// A POSIX open (crate::posix).
+    pub posix: bool,
 }
 
 impl Open {
+    /// The files this open works on: the share's POSIX view for a POSIX
+    /// open (crate::posix), else the share's.
+    pub fn fs(&self) -> Option<&dyn smbq_vfs::FileSystem> {
+        match &self.share.posix {
+            Some(view) if self.posix => Some(view.as_ref()),
+            _ => self.share.fs(),
+        }
+    }
+
     pub fn owner(&self) -> OpenOwner {
         OpenOwner { connection: self.home, volatile: self.file_id.volatile }
     }

@@ -31,12 +31,15 @@ pub struct Share {
     /// The share as its read-only users see it: the same root through a
     /// file system view that refuses every change.
     read_only_view: Option<Arc<Share>>,
+    /// The files as POSIX opens see them, on a share with `posix`
+    /// (smbq_vfs::PosixFs::posix_view).
+    pub posix: Option<Arc<dyn FileSystem>>,
 }
 
 impl Share {
     /// A share open to every user, as it is.
     fn new(name: &str, kind: ShareKind, encrypt: EncryptPolicy) -> Share {
-        Share { name: name.into(), kind, encrypt, users: None, read_only_users: Vec::new(), read_only_view: None }
+        Share { name: name.into(), kind, encrypt, users: None, read_only_users: Vec::new(), read_only_view: None, posix: None }
     }
 
     /// The share as `user` may use it, or `None` if `user` may not
@@ -182,12 +185,19 @@ impl Server {
                 return Err(format!("invalid share name {:?}", s.name));
             }
             let lower = |v: &[String]| v.iter().map(|u| u.to_lowercase()).collect::<Vec<_>>();
-            let read_only_view = (!s.read_only_users.is_empty() && !s.read_only)
-                .then(|| Arc::new(Share::new(&s.name, ShareKind::Disk(fs.read_only_view()), s.encrypt)));
+            let posix_view = |fs: &Arc<dyn FileSystem>| if s.posix { fs.posix_view() } else { None };
+            if s.posix && posix_view(&fs).is_none() {
+                return Err(format!("share {}: its file system has no POSIX semantics", s.name));
+            }
+            let read_only_view = (!s.read_only_users.is_empty() && !s.read_only).then(|| {
+                let fs = fs.read_only_view();
+                Arc::new(Share { posix: posix_view(&fs), ..Share::new(&s.name, ShareKind::Disk(fs), s.encrypt) })
+            });
             shares.push(Arc::new(Share {
                 users: s.users.as_deref().map(lower),
                 read_only_users: lower(&s.read_only_users),
                 read_only_view,
+                posix: posix_view(&fs),
                 ..Share::new(&s.name, ShareKind::Disk(fs), s.encrypt)
             }));
         }
@@ -370,6 +380,12 @@ impl Server {
     }
 
     /// The time now, as FILETIME.
+    /// Some share offers the SMB3 POSIX extensions: NEGOTIATE agrees to
+    /// them when asked.
+    pub fn has_posix_share(&self) -> bool {
+        self.shares.iter().any(|s| s.posix.is_some())
+    }
+
     pub fn now(&self) -> u64 {
         now_filetime((self.clock)())
     }

@@ -18,6 +18,7 @@
 //! path = "/srv/data"
 //! read_only = false
 //! case_sensitive = false       # true: names match only in their exact case
+//! posix = false                # true: offer the SMB3 POSIX extensions (modes, owners, symlinks)
 //! encrypt = "required"
 //! users = ["alice", "bob"]     # who may connect; absent = every user
 //! read_only_users = ["bob"]    # may connect, may change nothing
@@ -149,11 +150,11 @@ impl FileConfig {
     }
 }
 
-/// `NAME=DIR[,ro][,case_sensitive][,encrypt=required|desired|off][,users=A+B][,read_only_users=C+D]`
+/// `NAME=DIR[,ro][,case_sensitive][,posix][,encrypt=required|desired|off][,users=A+B][,read_only_users=C+D]`
 pub fn parse_share(s: &str) -> Result<ShareConfig, String> {
     let (name, rest) = s
         .split_once('=')
-        .ok_or("expected NAME=DIR[,ro][,case_sensitive][,encrypt=...][,users=A+B][,read_only_users=C]")?;
+        .ok_or("expected NAME=DIR[,ro][,case_sensitive][,posix][,encrypt=...][,users=A+B][,read_only_users=C]")?;
     let names = |v: &str| -> Result<Vec<String>, String> {
         let list: Vec<String> = v.split('+').map(str::to_string).collect();
         if list.iter().any(String::is_empty) {
@@ -169,6 +170,7 @@ pub fn parse_share(s: &str) -> Result<ShareConfig, String> {
             None if opt == "ro" => share.read_only = true,
             None if opt == "rw" => share.read_only = false,
             None if opt == "case_sensitive" => share.case_sensitive = true,
+            None if opt == "posix" => share.posix = true,
             Some(("encrypt", v)) => share.encrypt = v.parse()?,
             Some(("users", v)) => share.users = Some(names(v)?),
             Some(("read_only_users", v)) => share.read_only_users = names(v)?,
@@ -191,6 +193,8 @@ mod tests {
         assert_eq!((s.name.as_str(), s.read_only, s.encrypt), ("docs", true, EncryptPolicy::Required));
         assert!(!s.case_sensitive, "names are case-insensitive unless asked");
         assert!(parse_share("docs=/srv/d,case_sensitive").unwrap().case_sensitive);
+        assert!(!s.posix, "no POSIX extensions unless asked");
+        assert!(parse_share("home=/srv/h,posix").unwrap().posix);
         assert!(parse_share("docs").is_err());
         assert!(parse_share("docs=/x,bogus").is_err());
         assert!(parse_share("docs=/x,encrypt=maybe").is_err());

@@ -23,10 +23,11 @@ pub struct ServeArgs {
     /// TOML config file (shares, listen addresses, limits, encryption, QUIC).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Share NAME=DIR[,ro][,case_sensitive][,encrypt=required|desired|off][,users=A+B][,read_only_users=C]; repeatable.
+    /// Share NAME=DIR[,ro][,case_sensitive][,posix][,encrypt=required|desired|off][,users=A+B][,read_only_users=C]; repeatable.
     /// users: who may connect (default every user); read_only_users: may connect, change nothing;
-    /// case_sensitive: names match only in their exact case (default: ignoring case, as on Windows).
-    #[arg(long = "share", value_name = "NAME=DIR[,ro][,case_sensitive][,encrypt=..][,users=A+B][,read_only_users=C]", value_parser = parse_share)]
+    /// case_sensitive: names match only in their exact case (default: ignoring case, as on Windows);
+    /// posix: offer the SMB3 POSIX extensions to Linux clients (modes, owners, symlinks, exact-case names).
+    #[arg(long = "share", value_name = "NAME=DIR[,ro][,case_sensitive][,posix][,encrypt=..][,users=A+B][,read_only_users=C]", value_parser = parse_share)]
     shares: Vec<ShareConfig>,
     /// TCP listen address (default 0.0.0.0:445, or 0.0.0.0:4445 when 445 cannot be bound).
     #[arg(long, value_name = "ADDR:PORT")]

@@ -320,21 +320,37 @@ fn birth_time(x: &Statx) -> u64 {
 /// IO_REPARSE_TAG_NFS, else the tag of the reparse point kept in
 /// `user.SmbReparse` (`stored` reads it) when `user.DOSATTRIB` has
 /// FILE_ATTRIBUTE_REPARSE_POINT; 0 for none.
-fn reparse_tag(x: &Statx, dos: Option<DosInfo>, stored: impl FnOnce() -> Option<Vec<u8>>) -> u32 {
-    match file_type(x) {
-        FileType::Symlink => REPARSE_TAG_SYMLINK,
-        FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => REPARSE_TAG_NFS,
+///
+/// With the tag, the file type the reparse point stands for, as Samba
+/// shows it to POSIX clients (`reparse_buffer_parse_posix_type`): a file
+/// holding a symlink's reparse point is a symlink, one holding an NFS
+/// reparse point the special file it describes.
+fn reparse_tag(x: &Statx, dos: Option<DosInfo>, stored: impl FnOnce() -> Option<Vec<u8>>) -> (u32, FileType) {
+    let kind = file_type(x);
+    match kind {
+        FileType::Symlink => (REPARSE_TAG_SYMLINK, kind),
+        FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice => (REPARSE_TAG_NFS, kind),
         FileType::RegularFile if dos.and_then(|d| d.attributes).is_some_and(|a| a & FILE_ATTRIBUTE_REPARSE_POINT != 0) => {
-            stored().and_then(|v| Some(u32::from_le_bytes(v.get(..4)?.try_into().ok()?))).unwrap_or(0)
+            let Some(v) = stored() else { return (0, kind) };
+            let Ok((tag, data)) = wire_posix::split_reparse_buffer(&v) else { return (0, kind) };
+            let shown = match (tag, data.get(..8).and_then(|t| t.try_into().ok()).map(u64::from_le_bytes)) {
+                (REPARSE_TAG_SYMLINK, _) => FileType::Symlink,
+                (REPARSE_TAG_NFS, Some(NFS_SPECFILE_FIFO)) => FileType::Fifo,
+                (REPARSE_TAG_NFS, Some(NFS_SPECFILE_SOCK)) => FileType::Socket,
+                (REPARSE_TAG_NFS, Some(NFS_SPECFILE_CHR)) => FileType::CharacterDevice,
+                (REPARSE_TAG_NFS, Some(NFS_SPECFILE_BLK)) => FileType::BlockDevice,
+                _ => kind,
+            };
+            (tag, shown)
         }
-        _ => 0,
+        _ => (0, kind),
     }
 }
 
 /// Statx, `user.DOSATTRIB` and the reparse tag ([`reparse_tag`]) to SMB
 /// metadata (see [`FileStat`]); a reparse point has
 /// FILE_ATTRIBUTE_REPARSE_POINT.
-fn to_stat(x: &Statx, dos: Option<DosInfo>, tag: u32) -> FileStat {
+fn to_stat(x: &Statx, dos: Option<DosInfo>, (tag, kind): (u32, FileType)) -> FileStat {
     let is_dir = file_type(x) == FileType::Directory;
     let dir_bit = if is_dir { FILE_ATTRIBUTE_DIRECTORY } else { 0 };
     let reparse_bit = if tag != 0 { FILE_ATTRIBUTE_REPARSE_POINT } else { 0 };
@@ -362,10 +378,11 @@ fn to_stat(x: &Statx, dos: Option<DosInfo>, tag: u32) -> FileStat {
         nlink: x.stx_nlink,
         is_dir,
         unix: Some(UnixStat {
-            mode: u32::from(x.stx_mode) | file_type(x).as_raw_mode(),
+            mode: u32::from(x.stx_mode) & 0o7777 | kind.as_raw_mode(),
             uid: x.stx_uid,
             gid: x.stx_gid,
-            dev: (dev(x) & 0xffff_ffff) as u32,
+            // As the kernel encodes a device number in 32 bits (new_encode_dev).
+            dev: x.stx_dev_minor & 0xff | x.stx_dev_major << 8 | (x.stx_dev_minor & !0xff) << 12,
             reparse_tag: tag,
         }),
     }
@@ -974,7 +991,7 @@ pub(crate) fn reparse_point(h: &PosixFile) -> Result<Vec<u8>, FsError> {
         FileType::BlockDevice => nfs(NFS_SPECFILE_BLK, Some(device)),
         _ => {
             let dos = dos_info(fd);
-            if reparse_tag(&x, dos, || None) == 0 && dos.and_then(|d| d.attributes).unwrap_or(0) & FILE_ATTRIBUTE_REPARSE_POINT == 0 {
+            if dos.and_then(|d| d.attributes).unwrap_or(0) & FILE_ATTRIBUTE_REPARSE_POINT == 0 {
                 return Err(status(NtStatus::NOT_A_REPARSE_POINT));
             }
             xattr::get(fd, REPARSE_XATTR).map_err(err)?.ok_or(status(NtStatus::NOT_A_REPARSE_POINT))?
@@ -993,7 +1010,7 @@ fn stored_tag(fd: BorrowedFd<'_>) -> Result<Option<u32>, FsError> {
 fn mark_reparse(fd: BorrowedFd<'_>, on: bool) -> Result<(), FsError> {
     let x = fstatx(fd).map_err(err)?;
     let old = dos_info(fd);
-    let shown = to_stat(&x, old, 0).attributes & STORED_ATTRIBUTES;
+    let shown = to_stat(&x, old, (0, file_type(&x))).attributes & STORED_ATTRIBUTES;
     let attributes = if on { shown | FILE_ATTRIBUTE_REPARSE_POINT } else { shown };
     let info = DosInfo {
         attributes: Some(attributes),
@@ -1203,7 +1220,7 @@ fn read_dir(h: &PosixFile, path: &str) -> Result<Vec<DirEntry>, FsError> {
         }
         _ => None,
     };
-    let me = to_stat(&me, dos_info(h.fd.as_fd()), 0);
+    let me = to_stat(&me, dos_info(h.fd.as_fd()), (0, FileType::Directory));
     let above = if h.posix { FileStat { file_id: 0, unix: None, ..me } } else { me };
     let mut out = vec![
         DirEntry { name: ".".to_owned(), stat: me },

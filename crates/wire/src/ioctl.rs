@@ -30,6 +30,8 @@ pub mod fsctl {
     pub const GET_COMPRESSION: u32 = 0x0009_003C;
     pub const SET_COMPRESSION: u32 = 0x0009_C040;
     pub const GET_REPARSE_POINT: u32 = 0x0009_00A8;
+    pub const SET_REPARSE_POINT: u32 = 0x0009_00A4;
+    pub const DELETE_REPARSE_POINT: u32 = 0x0009_00AC;
     pub const QUERY_ALLOCATED_RANGES: u32 = 0x0009_40CF;
     pub const CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
     pub const GET_OBJECT_ID: u32 = 0x0009_009C;

@@ -95,7 +95,7 @@ pub fn release(server: &crate::server::Server, open: Open, now: Instant) -> Open
                 tracing::debug!(path = %open.path, error = %e, "write time at close not set");
             }
         }
-        let Some(fs) = open.share.fs() else { return open };
+        let Some(fs) = open.fs() else { return open };
         let mut changed = open.written;
         let mut doomed = Vec::new();
         if let (true, true, OpenKind::File(h)) = (last, delete, &open.kind) {

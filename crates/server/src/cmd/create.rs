@@ -183,7 +183,12 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         // separator (smbtorture smb2.create.leading-slash).
         ShareKind::Disk(_) if r.name.starts_with('\\') => Err(NtStatus::INVALID_PARAMETER),
         ShareKind::Disk(fs) => {
-            let result = open_file(ctx, req.msg, &r, durable.0, granted, maximal, fs.as_ref(), Arc::clone(&share));
+            let posix = posix_mode(ctx, &r, &share)?;
+            let fs = match (posix, &share.posix) {
+                (Some(_), Some(view)) => Arc::clone(view),
+                _ => Arc::clone(fs),
+            };
+            let result = open_file(ctx, req.msg, &r, durable.0, granted, maximal, fs.as_ref(), posix, Arc::clone(&share));
             // A durable v2 CREATE that waits can be told from its replay.
             if let Some(d) = durable.0.filter(|d| d.v2) {
                 if result == Ok(NtStatus::PENDING) {
@@ -194,6 +199,30 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             }
             result
         }
+    }
+}
+
+/// The mode a POSIX open asks for (crate::posix): `Some` for a CREATE
+/// with the POSIX create context, on a connection that negotiated the
+/// extensions, to a share that offers them; its data is the 4-byte mode,
+/// anything else INVALID_PARAMETER, as Samba answers. Elsewhere the
+/// context is ignored, as unknown contexts are (MS-SMB2 3.3.5.9).
+fn posix_mode(ctx: &Ctx<'_>, r: &CreateRequest<'_>, share: &Share) -> Result<Option<u32>, NtStatus> {
+    if share.posix.is_none() || !ctx.conn.neg.as_ref().is_some_and(|n| n.posix) {
+        return Ok(None);
+    }
+    r.context(&smbq_wire::posix::TAG)
+        .map(|c| smbq_wire::posix::decode_create_request(c.data).map_err(|_| NtStatus::INVALID_PARAMETER))
+        .transpose()
+}
+
+/// The stream `path` names; none on a POSIX open, where `:` is a
+/// character like any other.
+fn stream_name(path: &str, posix: bool) -> Option<&str> {
+    if posix {
+        None
+    } else {
+        smbq_vfs::named_stream(path)
     }
 }
 
@@ -340,6 +369,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         replay: None,
         home: ctx.conn.id,
         written: false,
+        posix: false,
     };
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);
@@ -635,6 +665,7 @@ fn open_file(
     mut granted: u32,
     mut maximal: u32,
     fs: &dyn FileSystem,
+    posix: Option<u32>,
     share: Arc<Share>,
 ) -> HResult {
     let name = r.name.as_str();
@@ -647,7 +678,10 @@ fn open_file(
         return Err(NtStatus::OBJECT_PATH_SYNTAX_BAD);
     }
     // The file's name, then what it says of a stream (MS-FSCC 2.1.5).
-    smbq_vfs::check_name(smbq_vfs::parse_stream(name).map_err(NtStatus::from)?.0).map_err(NtStatus::from)?;
+    // (A POSIX open's names are checked by its view of the share.)
+    if posix.is_none() {
+        smbq_vfs::check_name(smbq_vfs::parse_stream(name).map_err(NtStatus::from)?.0).map_err(NtStatus::from)?;
+    }
     // No snapshots here: a timewarp open names nothing (MS-SMB2 3.3.5.9.6
     // fails a missing snapshot with OBJECT_NAME_NOT_FOUND).
     if r.context(ctx_name::TIMEWARP).is_some() {
@@ -697,7 +731,7 @@ fn open_file(
     // Durable opens parked after a lost connection hold a batch oplock
     // nobody can acknowledge: an open that would break it closes them.
     let overwrite = overwrites(r);
-    let stream = smbq_vfs::named_stream(name);
+    let stream = stream_name(name, posix.is_some());
     let key = (!oplock::is_stat_open(oplock::effective_access(granted, overwrite)))
         .then(|| fs.stat_path(name).ok())
         .flatten()
@@ -708,7 +742,7 @@ fn open_file(
     let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
     // What the name asks of the object comes before share modes: a data
     // stream is no directory (smbtorture smb2.streams.dir).
-    let data = matches!(smbq_vfs::parse_stream(name), Ok((_, smbq_vfs::Stream::Data | smbq_vfs::Stream::Named(_))));
+    let data = posix.is_none() && matches!(smbq_vfs::parse_stream(name), Ok((_, smbq_vfs::Stream::Data | smbq_vfs::Stream::Named(_))));
     if data && r.options & options::DIRECTORY_FILE != 0 {
         return Err(NtStatus::NOT_A_DIRECTORY);
     }
@@ -789,9 +823,13 @@ fn open_file(
     let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
     if action == CreateAction::Created {
         new_descriptor(&h, parent_sec.as_ref(), given.as_ref(), &token)?;
+        // A POSIX open creates with the mode asked for, exactly (no umask).
+        if let Some(mode) = posix {
+            h.chmod(mode & smbq_wire::posix::PERMISSION_BITS).map_err(NtStatus::from)?;
+        }
     }
     let mut st = h.stat().map_err(NtStatus::from)?;
-    let key = table_key(&files, &st, smbq_vfs::named_stream(&h.path));
+    let key = table_key(&files, &st, stream_name(&h.path, posix.is_some()));
     if existing.as_ref().is_some_and(|e| e.file_id != st.file_id) {
         // Replaced from outside smbq between the stat and the open: the
         // file opened is not the one checked.
@@ -830,7 +868,7 @@ fn open_file(
     }
 
     let fid = new_file_id(ctx);
-    let entry = match smbq_vfs::named_stream(&h.path) {
+    let entry = match stream_name(&h.path, posix.is_some()) {
         Some(n) => files.stream_entry(key, st.file_id, n),
         None => files.entry(key),
     };
@@ -869,6 +907,11 @@ fn open_file(
         let volume = fs.stat_fs().map(|s| u64::from(s.serial)).unwrap_or(0);
         contexts.push((ctx_name::QUERY_ON_DISK_ID, on_disk_id_data(st.file_id, volume).to_vec()));
     }
+    if posix.is_some() {
+        let mut cc = Vec::new();
+        crate::posix::cc_info(&st).encode(&mut cc);
+        contexts.push((&smbq_wire::posix::TAG, cc));
+    }
     let lease_data = lease_ctx.map(|l| l.encode());
     if let Some(d) = &lease_data {
         contexts.push((ctx_name::LEASE, d.clone()));
@@ -891,6 +934,7 @@ fn open_file(
     insert_open(ctx, fid, r, share, OpenKind::File(h), path, granted, key);
     if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
         o.lease = lease_id.map(|id| id.1);
+        o.posix = posix.is_some();
     }
     if let Some(d) = durable {
         let user = ctx.session()?.user.to_lowercase();

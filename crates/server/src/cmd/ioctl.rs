@@ -153,9 +153,42 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
                     out.zeros(48);
                     Ok(NtStatus::SUCCESS)
                 }
-                //= MS-FSCC 2.3.31
-                //# A file that is not a reparse point: STATUS_NOT_A_REPARSE_POINT.
-                fsctl::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),
+                //= MS-FSA 2.1.5.10.14
+                //# The file's REPARSE_DATA_BUFFER; a file that is not a
+                //# reparse point: STATUS_NOT_A_REPARSE_POINT. Less room
+                //# than its header: STATUS_BUFFER_TOO_SMALL; than all of
+                //# it: as much as fits, STATUS_BUFFER_OVERFLOW.
+                fsctl::GET_REPARSE_POINT => {
+                    let data = h.reparse_point().map_err(NtStatus::from)?;
+                    let max = r.max_output_response as usize;
+                    if max < 8 {
+                        return Err(NtStatus::BUFFER_TOO_SMALL);
+                    }
+                    out.bytes(data.get(..max).unwrap_or(&data));
+                    Ok(if data.len() > max { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
+                }
+                //= MS-FSA 2.1.5.10.37
+                //# FSCTL_SET_REPARSE_POINT needs FILE_WRITE_DATA or
+                //# FILE_WRITE_ATTRIBUTES (as Samba asks); the buffer is
+                //# kept as Samba keeps it (smbq_vfs::Handle::set_reparse_point).
+                fsctl::SET_REPARSE_POINT => {
+                    if o.access & (access::FILE_WRITE_DATA | access::FILE_WRITE_ATTRIBUTES) == 0 || o.share.read_only() {
+                        return Err(NtStatus::ACCESS_DENIED);
+                    }
+                    h.set_reparse_point(r.input).map(|()| NtStatus::SUCCESS).map_err(NtStatus::from)
+                }
+                //= MS-FSA 2.1.5.10.8
+                //# FSCTL_DELETE_REPARSE_POINT: a header with the tag and a
+                //# ReparseDataLength of 0, else STATUS_IO_REPARSE_DATA_INVALID.
+                fsctl::DELETE_REPARSE_POINT => {
+                    if o.access & (access::FILE_WRITE_DATA | access::FILE_WRITE_ATTRIBUTES) == 0 || o.share.read_only() {
+                        return Err(NtStatus::ACCESS_DENIED);
+                    }
+                    match smbq_wire::posix::split_reparse_buffer(r.input) {
+                        Ok((tag, [])) => h.delete_reparse_point(tag).map(|()| NtStatus::SUCCESS).map_err(NtStatus::from),
+                        _ => Err(NtStatus::IO_REPARSE_DATA_INVALID),
+                    }
+                }
                 //= MS-FSCC 2.3.10
                 //# Files are never compressed: COMPRESSION_FORMAT_NONE.
                 fsctl::GET_COMPRESSION => {
@@ -599,6 +632,7 @@ pub(crate) mod harness {
             server_capabilities: 0x44,
             server_security_mode: 1,
             transport_security: false,
+            posix: false,
         });
         let target = TargetInfo {
             netbios_computer: "SMBQ".into(),
@@ -656,6 +690,7 @@ pub(crate) mod harness {
                 replay: None,
                 home: self.conn.st.id,
                 written: false,
+                posix: false,
             };
             self.conn.st.opens.insert(v, open);
             file_id

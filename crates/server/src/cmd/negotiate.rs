@@ -36,6 +36,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         server_capabilities: 0,
         server_security_mode: 0,
         transport_security: false,
+        posix: false,
     };
     let mut contexts = Vec::new();
     if dialect == Dialect::SMB311 {
@@ -82,6 +83,18 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
                 let mut d = Vec::new();
                 d.u32(ACCEPT_TRANSPORT_LEVEL_SECURITY);
                 contexts.push((nctx::TRANSPORT_CAPABILITIES, d));
+            }
+        }
+        // The SMB3 POSIX extensions (smbq_wire::posix), where a share has
+        // them: the client lists the variants it speaks, 16 bytes each;
+        // a list of another length is INVALID_PARAMETER, as on Samba.
+        if let Some(data) = r.context(smbq_wire::posix::NEGOTIATE_CONTEXT).filter(|_| ctx.conn.server.has_posix_share()) {
+            if data.len() % 16 != 0 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            if data.chunks(16).any(|v| v == smbq_wire::posix::TAG) {
+                neg.posix = true;
+                contexts.push((smbq_wire::posix::NEGOTIATE_CONTEXT, smbq_wire::posix::TAG.to_vec()));
             }
         }
     }
@@ -195,6 +208,7 @@ pub(crate) fn smb1(st: &mut ConnState, credits: &mut Credits, msg: &[u8]) -> Res
             server_capabilities: 0,
             server_security_mode: security_mode::SIGNING_ENABLED,
             transport_security: false,
+            posix: false,
         });
     }
     Ok(out)

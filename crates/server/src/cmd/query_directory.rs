@@ -151,7 +151,8 @@ const MAX_PATTERN_CHARS: usize = 1024;
 /// Handle an SMB2 QUERY_DIRECTORY (MS-SMB2 3.3.5.18).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let r = QueryDirectoryRequest::decode(req.msg).map_err(NtStatus::from)?;
-    let fixed = dir_entry_fixed_len(r.class).ok_or(NtStatus::INVALID_INFO_CLASS)?;
+    let posix = r.class == smbq_wire::posix::INFO_CLASS;
+    let fixed = if posix { crate::posix::DIR_ENTRY_MIN } else { dir_entry_fixed_len(r.class).ok_or(NtStatus::INVALID_INFO_CLASS)? };
     //= MS-SMB2 3.3.5.18
     //# If OutputBufferLength is greater than Connection.MaxTransactSize,
     //# the server MUST fail the request with STATUS_INVALID_PARAMETER.
@@ -167,6 +168,10 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     let fid = ctx.resolve(r.file_id)?;
     let open = ctx.conn.opens.get_mut(&fid.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    // FILE_POSIX_INFORMATION lists only for a POSIX open (crate::posix).
+    if posix && !open.posix {
+        return Err(NtStatus::INVALID_LEVEL);
+    }
     let h = match &open.kind {
         OpenKind::File(h) if h.is_dir => h,
         _ => return Err(NtStatus::INVALID_PARAMETER),
@@ -220,7 +225,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         let start = out.len();
         let mut st = e.stat;
         files.show_times(&mut st, ctx.now);
-        dir_entry(out, r.class, &super::create::meta(&st), &e.name);
+        if posix {
+            crate::posix::dir_entry(out, &st, &e.name);
+        } else {
+            dir_entry(out, r.class, &super::create::meta(&st), &e.name);
+        }
         if out.len() - data_start > max {
             if prev.is_none() {
                 // Not even the first entry fits: return what does, as

@@ -44,6 +44,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             finish_response(ctx.out, start);
             return Ok(if all { NtStatus::SUCCESS } else { NtStatus::BUFFER_OVERFLOW });
         }
+        info_type::FILE if r.class == smbq_wire::posix::INFO_CLASS => posix_info(server, open)?,
         info_type::FILE => file_info(server, open, r.class, dialect)?,
         info_type::FILESYSTEM => fs_info(server, open, r.class)?,
         info_type::SECURITY => {
@@ -81,6 +82,18 @@ fn need(open: &Open, bits: u32) -> Result<(), NtStatus> {
 }
 
 /// SMB2_0_INFO_FILE classes (MS-SMB2 3.3.5.20.1, MS-FSCC 2.4).
+/// FILE_POSIX_INFORMATION (crate::posix), for a POSIX open only
+/// (INVALID_LEVEL otherwise, as on Samba).
+fn posix_info(server: &Server, open: &Open) -> Result<Info, NtStatus> {
+    let h = open.handle().filter(|_| open.posix).ok_or(NtStatus::INVALID_LEVEL)?;
+    need(open, access::FILE_READ_ATTRIBUTES)?;
+    let mut st = h.stat().map_err(NtStatus::from)?;
+    server.lock_files().show_times(&mut st, std::time::Instant::now());
+    let mut data = Vec::new();
+    crate::posix::info(&st).encode(&mut data);
+    Ok(Info { fixed: data.len(), data })
+}
+
 fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<Info, NtStatus> {
     let m = match open.handle() {
         Some(h) => {

@@ -235,6 +235,9 @@ fn security(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<()
     if open.share.read_only() {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    if open.posix && crate::posix::set_security(h, &new, info)? {
+        return Ok(());
+    }
     let old = crate::access::descriptor(&h.security().map_err(NtStatus::from)?, h.is_dir);
     h.set_security(&old.merge(&new, info).to_bytes()).map_err(NtStatus::from)
 }
@@ -256,7 +259,7 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
     }
     need(open.access, access::DELETE)?;
     let share = Arc::clone(&open.share);
-    let fs = share.fs().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let fs = open.fs().ok_or(NtStatus::INVALID_PARAMETER)?;
     if fs.read_only() {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -265,11 +268,13 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
     }
     // A named stream moves only within its file (a target naming a file
     // is refused as Windows refuses it: smbtorture smb2.streams.rename2).
-    if smbq_vfs::named_stream(&open.path).is_some() {
+    if !open.posix && smbq_vfs::named_stream(&open.path).is_some() {
         return Err(NtStatus::SHARING_VIOLATION);
     }
     let target = share_path(&ri.name);
-    smbq_vfs::check_name(target).map_err(NtStatus::from)?;
+    if !open.posix {
+        smbq_vfs::check_name(target).map_err(NtStatus::from)?;
+    }
     let from = open.path.clone();
     if from.is_empty() || target.is_empty() {
         return Err(NtStatus::ACCESS_DENIED);
