@@ -21,7 +21,7 @@ import subprocess
 
 import pytest
 
-from test_samba_quic import CONFIG, TRIXIE, _cert, _in_chroot, jail  # noqa: F401 (jail is a fixture)
+from test_samba_quic import CONFIG, TRIXIE, _cert, _in_chroot, _ok, jail, smbclient  # noqa: F401 (jail is a fixture)
 
 pytestmark = pytest.mark.skipif(not (TRIXIE / ".smbq-ready").exists(),
                                 reason=f"no trixie chroot with Samba 4.24 at {TRIXIE} (scripts/install-deps)")
@@ -133,6 +133,21 @@ def test_symlinks_and_special_files_as_reparse_points(start_server, jail):
     assert made["reparse"] == ["NFS_SPECFILE_FIFO"], made
     assert stat.S_ISREG(os.lstat(server.share_dir / "madefifo").st_mode), "kept as Samba keeps it"
     assert all(a is not None and a & REPARSE_POINT for a in r["plain_attrib"].values()), r["plain_attrib"]
+
+
+def test_smbclient_makes_and_reads_symlinks_over_quic(start_server, jail):
+    """Samba 4.24's smbclient itself, over QUIC: its `symlink` sets a
+    symlink reparse point, `readlink` reads it back, `posix` finds the
+    extensions offered. (Its posix_mkdir, chmod and stat need SMB1's Unix
+    extensions: over SMB2 they refuse to run, against any server.)"""
+    server = posix_server(start_server)
+    out = _ok(smbclient(server, jail, "posix; symlink ../up/there link; readlink link; ls"))
+    assert "Server doesn't support" not in out, out
+    assert "\\link -> ../up/there" in out, out
+    assert os.getxattr(server.share_dir / "link", "user.SmbReparse")[:4] == SYMLINK.to_bytes(4, "little")
+    plain = posix_server(start_server, "")
+    out = smbclient(plain, jail, "posix").stdout
+    assert "Server doesn't support UNIX CIFS extensions" in out, out
 
 
 def test_chmod_and_chown(start_server, jail):

@@ -814,3 +814,67 @@ fn security_descriptor_in_ntacl() {
     // Not a descriptor: refused before anything is written.
     assert_eq!(h.set_security(&[1, 2, 3]).unwrap_err().status(), NtStatus::INVALID_PARAMETER);
 }
+
+/// The POSIX view (SMB3 POSIX extensions): exact-case names, any
+/// character but `/` and NUL, symlinks and special files as themselves,
+/// reparse points kept as Samba keeps them, chmod and chown.
+#[test]
+fn posix_view() {
+    let f = fixture();
+    let view = f.fs.posix_view();
+    put(&f, "Mixed", b"m");
+    // Exact case only, where the Windows view ignores case.
+    assert!(f.fs.stat_path("mixed").is_ok());
+    assert_eq!(view.stat_path("mixed").unwrap_err().status(), NtStatus::OBJECT_NAME_NOT_FOUND);
+    // `:` names a file, not a stream; `/` and NUL never do.
+    let (h, action) = view.open("a:b", &file(Disposition::Create)).unwrap();
+    assert_eq!((action, h.path.as_str()), (CreateAction::Created, "a:b"));
+    assert!(f.share.join("a:b").is_file());
+    assert!(matches!(view.open("a/b", &file(Disposition::Create)), Err(FsError::InvalidName)));
+    assert!(f.fs.open("q?", &file(Disposition::Create)).is_err());
+    view.open("q?", &file(Disposition::Create)).unwrap();
+    // Mode, owner and type in the metadata; chmod exactly, no umask.
+    h.chmod(0o4751).unwrap();
+    let u = h.stat().unwrap().unix.unwrap();
+    assert_eq!(u.mode, 0o104751);
+    let md = fs::metadata(f.share.join("a:b")).unwrap();
+    assert_eq!((u.uid, u.gid, md.mode() & 0o7777), (md.uid(), md.gid(), 0o4751));
+    h.chown(Some(md.uid()), None).unwrap();
+    assert!(matches!(h.chown(Some(u32::MAX), None), Err(FsError::Status(NtStatus::INVALID_PARAMETER))));
+    // A symlink: followed by the Windows view, itself in the POSIX view.
+    put(&f, "target", b"0123456789");
+    symlink("target", f.share.join("link")).unwrap();
+    assert_eq!(f.fs.stat_path("link").unwrap().size, 10);
+    let st = view.stat_path("link").unwrap();
+    let u = st.unix.unwrap();
+    assert_eq!((u.mode & 0o170000, u.reparse_tag, st.attributes & 0x400), (0o120000, 0xA000_000C, 0x400));
+    let (link, _) = view.open("link", &OpenOptions { read: false, ..o(Disposition::Open, Kind::Any, false) }).unwrap();
+    let buf = link.reparse_point().unwrap();
+    assert_eq!(smbq_wire::posix::Symlink::decode(&buf).unwrap(), smbq_wire::posix::Symlink::from_target("target"));
+    assert!(view.open("link", &file(Disposition::Open)).is_err(), "a symlink has no data to open");
+    let names: Vec<_> = view.open("", &dir(Disposition::Open)).unwrap().0.read_dir().unwrap().into_iter().map(|e| (e.name, e.stat)).collect();
+    let listed = &names.iter().find(|(n, _)| n == "link").unwrap().1;
+    assert_eq!(listed.unix.unwrap().reparse_tag, 0xA000_000C);
+    let dotdot = &names.iter().find(|(n, _)| n == "..").unwrap().1;
+    assert_eq!((dotdot.unix, dotdot.file_id), (None, 0), "the root's .. shows nothing above it");
+    // A reparse point a client sets on a regular file: kept in
+    // user.SmbReparse with the attribute, shown as what it stands for.
+    let mut sym = Vec::new();
+    smbq_wire::posix::Symlink::from_target("../x").encode(&mut sym);
+    h.set_reparse_point(&sym).unwrap();
+    assert_eq!(h.reparse_point().unwrap(), sym);
+    let st = h.stat().unwrap();
+    assert_eq!((st.attributes & 0x400, st.unix.unwrap().reparse_tag, st.unix.unwrap().mode & 0o170000), (0x400, 0xA000_000C, 0o120000));
+    let other = [0x14, 0, 0, 0x80, 8, 0, 0, 0, 0x46, 0x49, 0x46, 0x4F, 0, 0, 0, 0];
+    assert!(matches!(h.set_reparse_point(&other), Err(FsError::Status(NtStatus::IO_REPARSE_TAG_MISMATCH))));
+    assert!(matches!(h.set_reparse_point(&sym[..sym.len() - 1]), Err(FsError::Status(NtStatus::IO_REPARSE_DATA_INVALID))));
+    // SET_INFO basic keeps the reparse point; deleting it needs its tag.
+    h.set_attributes(HIDDEN).unwrap();
+    assert_eq!(h.stat().unwrap().attributes & (0x400 | HIDDEN), 0x400 | HIDDEN);
+    assert!(matches!(h.delete_reparse_point(0x8000_0014), Err(FsError::Status(NtStatus::IO_REPARSE_TAG_MISMATCH))));
+    h.delete_reparse_point(0xA000_000C).unwrap();
+    let st = h.stat().unwrap();
+    assert_eq!((st.attributes & 0x400, st.unix.unwrap().reparse_tag), (0, 0));
+    assert!(matches!(h.reparse_point(), Err(FsError::Status(NtStatus::NOT_A_REPARSE_POINT))));
+    assert!(matches!(link.set_reparse_point(&sym), Err(FsError::Status(NtStatus::ACCESS_DENIED))), "only regular files");
+}
