@@ -14,7 +14,7 @@ use crate::{
 use smbq_wire::posix::{self as wire_posix, Symlink, REPARSE_TAG_NFS, REPARSE_TAG_SYMLINK};
 use rustix::fs::{
     self as rfs, AtFlags, FallocateFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Statx,
-    StatxFlags, StatxTimestamp, Timespec, Timestamps,
+    StatxFlags, StatxTimestamp, Timespec, Timestamps, XattrFlags,
 };
 use rustix::io::Errno;
 use smbq_wire::ea::Ea;
@@ -260,7 +260,7 @@ fn dos_info(fd: BorrowedFd<'_>) -> Option<DosInfo> {
 
 /// Store `info` as the `user.DOSATTRIB` of the object `fd` is open on.
 fn set_dos_info(fd: BorrowedFd<'_>, info: &DosInfo) -> Result<(), Errno> {
-    xattr::set(fd, dosattrib::NAME, &dosattrib::encode(info))
+    xattr::set(fd, dosattrib::NAME, &dosattrib::encode(info), XattrFlags::empty())
 }
 
 /// The `security.NTACL` value of the object `fd` is open on, if any.
@@ -298,7 +298,7 @@ fn set_security(h: &PosixFile, descriptor: &[u8]) -> Result<(), FsError> {
     }
     let fd = h.fd.as_fd();
     let value = ntacl::encode(descriptor).map_err(|_| status(NtStatus::INVALID_PARAMETER))?;
-    match xattr::set(fd, ntacl::NAME, &value) {
+    match xattr::set(fd, ntacl::NAME, &value, XattrFlags::empty()) {
         Err(Errno::PERM | Errno::ACCESS) => Err(status(NtStatus::ACCESS_DENIED)),
         Err(Errno::OPNOTSUPP) => Err(status(NtStatus::NOT_SUPPORTED)),
         r => r.map_err(err),
@@ -1032,7 +1032,7 @@ pub(crate) fn set_reparse_point(h: &PosixFile, buffer: &[u8]) -> Result<(), FsEr
     if stored_tag(fd)?.is_some_and(|t| t != tag) {
         return Err(status(NtStatus::IO_REPARSE_TAG_MISMATCH));
     }
-    xattr::set(fd, REPARSE_XATTR, buffer).map_err(err)?;
+    xattr::set(fd, REPARSE_XATTR, buffer, XattrFlags::empty()).map_err(err)?;
     mark_reparse(fd, true)
 }
 
@@ -1110,7 +1110,7 @@ pub(crate) fn set_eas(h: &PosixFile, eas: &[Ea]) -> Result<(), FsError> {
         if e.value.is_empty() {
             xattr::remove(fd, &full).map_err(ea_err)?;
         } else {
-            xattr::set(fd, &full, &e.value).map_err(ea_err)?;
+            xattr::set(fd, &full, &e.value, XattrFlags::empty()).map_err(ea_err)?;
         }
     }
     Ok(())

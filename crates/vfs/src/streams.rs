@@ -106,7 +106,7 @@ pub fn named_stream(path: &str) -> Option<&str> {
 
 /// Stream names compare as NTFS compares them: without regard to case.
 pub fn fold(name: &str) -> String {
-    name.chars().flat_map(char::to_uppercase).collect()
+    name.chars().map(crate::names::fold).collect()
 }
 
 /// One entry of FileStreamInformation (MS-FSCC 2.4.43): the name as
@@ -125,89 +125,7 @@ fn allocation(size: u64) -> u64 {
     size.div_ceil(8).saturating_mul(8)
 }
 
-/// Where the xattr calls for a file go: its fd, or, for an O_PATH fd
-/// (which the f*xattr calls refuse with EBADF), its `/proc/self/fd` link.
-enum On<'a> {
-    Fd(BorrowedFd<'a>),
-    Path(String),
-}
-
-fn on(fd: BorrowedFd<'_>) -> On<'_> {
-    match rfs::fcntl_getfl(fd) {
-        Ok(fl) if fl.contains(rfs::OFlags::PATH) => On::Path(crate::xattr::proc_path(fd)),
-        _ => On::Fd(fd),
-    }
-}
-
-/// The value of attribute `name`, `None` when the file has none by that name.
-fn get(fd: BorrowedFd<'_>, name: &str) -> Result<Option<Vec<u8>>, Errno> {
-    let on = on(fd);
-    loop {
-        let len = match &on {
-            On::Fd(fd) => rfs::fgetxattr_query(fd, name),
-            On::Path(p) => rfs::getxattr_query(p, name),
-        };
-        let len = match len {
-            Ok(len) => len,
-            Err(Errno::NODATA) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let mut v = vec![0; len];
-        let got = match &on {
-            On::Fd(fd) => rfs::fgetxattr(fd, name, &mut v[..]),
-            On::Path(p) => rfs::getxattr(p, name, &mut v[..]),
-        };
-        match got {
-            Ok(n) => {
-                v.truncate(n);
-                return Ok(Some(v));
-            }
-            // It grew since the size query.
-            Err(Errno::RANGE) => {}
-            Err(Errno::NODATA) => return Ok(None),
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn set(fd: BorrowedFd<'_>, name: &str, value: &[u8], flags: XattrFlags) -> Result<(), Errno> {
-    match on(fd) {
-        On::Fd(fd) => rfs::fsetxattr(fd, name, value, flags),
-        On::Path(p) => rfs::setxattr(p, name, value, flags),
-    }
-}
-
-fn remove(fd: BorrowedFd<'_>, name: &str) -> Result<(), Errno> {
-    match on(fd) {
-        On::Fd(fd) => rfs::fremovexattr(fd, name),
-        On::Path(p) => rfs::removexattr(p, name),
-    }
-}
-
-/// Every attribute name of the file (names that are not UTF-8 are left out).
-fn names(fd: BorrowedFd<'_>) -> Result<Vec<String>, Errno> {
-    let on = on(fd);
-    loop {
-        let len = match &on {
-            On::Fd(fd) => rfs::flistxattr_query(fd),
-            On::Path(p) => rfs::listxattr_query(p),
-        }?;
-        let mut v = vec![0; len];
-        let got = match &on {
-            On::Fd(fd) => rfs::flistxattr(fd, &mut v[..]),
-            On::Path(p) => rfs::listxattr(p, &mut v[..]),
-        };
-        match got {
-            Ok(n) => {
-                v.truncate(n);
-                let list = v.split(|&b| b == 0).filter(|n| !n.is_empty());
-                return Ok(list.filter_map(|n| std::str::from_utf8(n).ok().map(str::to_owned)).collect());
-            }
-            Err(Errno::RANGE) => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
+use crate::xattr::{get, list as names, remove, set};
 
 /// The stream name an attribute holds (without its `:$DATA`), if it
 /// holds one. Samba without `store_stream_type` leaves the type off.
@@ -285,10 +203,7 @@ pub(crate) fn list(f: &PosixFile) -> Result<Vec<StreamInfo>, FsError> {
 fn remove_all(fd: BorrowedFd<'_>) -> Result<(), FsError> {
     for x in names(fd).map_err(io)? {
         if stream_of_xattr(&x).is_some() {
-            match remove(fd, &x) {
-                Ok(()) | Err(Errno::NODATA) => {}
-                Err(e) => return Err(io(e)),
-            }
+            remove(fd, &x).map_err(io)?;
         }
     }
     Ok(())
@@ -445,10 +360,7 @@ pub(crate) fn unlink(fs: &PosixFs, path: &str, is_dir: bool) -> Result<(), FsErr
     let opts = OpenOptions { disposition: Disposition::Open, kind: Kind::Any, read: true, write: false };
     let (file, _, _, _) = posix::open(fs, base, &opts)?;
     let x = find(file.fd(), name)?.ok_or(status(NtStatus::OBJECT_NAME_NOT_FOUND))?;
-    remove(file.fd(), &x).map_err(|e| match e {
-        Errno::NODATA => status(NtStatus::OBJECT_NAME_NOT_FOUND),
-        e => io(e),
-    })
+    remove(file.fd(), &x).map_err(io)
 }
 
 impl StreamFile {

@@ -47,9 +47,11 @@ pub(crate) fn get(fd: BorrowedFd<'_>, name: &str) -> Result<Option<Vec<u8>>, Err
     }))
 }
 
-pub(crate) fn set(fd: BorrowedFd<'_>, name: &str, value: &[u8]) -> Result<(), Errno> {
-    match rfs::fsetxattr(fd, name, value, XattrFlags::empty()) {
-        Err(Errno::BADF) => rfs::setxattr(proc_path(fd), name, value, XattrFlags::empty()),
+/// Set `name` to `value`; `flags` may ask that it exist already
+/// (REPLACE) or not yet (CREATE).
+pub(crate) fn set(fd: BorrowedFd<'_>, name: &str, value: &[u8], flags: XattrFlags) -> Result<(), Errno> {
+    match rfs::fsetxattr(fd, name, value, flags) {
+        Err(Errno::BADF) => rfs::setxattr(proc_path(fd), name, value, flags),
         r => r,
     }
 }
@@ -66,13 +68,30 @@ pub(crate) fn remove(fd: BorrowedFd<'_>, name: &str) -> Result<(), Errno> {
     }
 }
 
-/// Every attribute name the object has (in the kernel's order).
+/// Every attribute name the object has (in the kernel's order; names
+/// that are not UTF-8 are left out). The list is read into a buffer of
+/// the size the kernel gives, or, should it grow meanwhile, of the
+/// largest size Linux allows.
 pub(crate) fn list(fd: BorrowedFd<'_>) -> Result<Vec<String>, Errno> {
-    let mut buf = vec![0u8; MAX_LIST];
-    let n = match rfs::flistxattr(fd, &mut buf[..]) {
-        Err(Errno::BADF) => rfs::listxattr(proc_path(fd), &mut buf[..]),
+    let read = |buf: &mut [u8]| match rfs::flistxattr(fd, &mut *buf) {
+        Err(Errno::BADF) => rfs::listxattr(proc_path(fd), buf),
+        r => r,
+    };
+    let len = match rfs::flistxattr_query(fd) {
+        Err(Errno::BADF) => rfs::listxattr_query(proc_path(fd)),
         r => r,
     }?;
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let mut buf = vec![0u8; len];
+    let n = match read(&mut buf) {
+        Err(Errno::RANGE) => {
+            buf.resize(MAX_LIST, 0);
+            read(&mut buf)?
+        }
+        r => r?,
+    };
     Ok(buf
         .get(..n)
         .unwrap_or_default()
