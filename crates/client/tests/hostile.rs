@@ -505,7 +505,7 @@ fn query_directory_body(buf: &[u8]) -> Vec<u8> {
 
 fn share(client: Client) -> Share {
     let session = Session { client, transport: Transport::Tcp, addr: SocketAddr::from(([127, 0, 0, 1], 445)) };
-    Share { session, url: SmbUrl::parse("smb://127.0.0.1/share").unwrap(), options: ConnectOptions::default(), chunk: 65536, depth: 4 }
+    Share { session, url: SmbUrl::parse("smb://127.0.0.1/share").unwrap(), options: ConnectOptions::default(), chunk: 65536, depth: 4, posix: false }
 }
 
 async fn list_answered_with(body: Vec<u8>) -> ClientError {
