@@ -386,3 +386,42 @@ pub fn check(resp: &[u8], command: Command) -> Result<Header, ClientError> {
     }
     Ok(h)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbq_wire::negotiate::{NegotiateRequest, NegotiateResponse};
+
+    /// A NEGOTIATE response for 3.1.1 with `contexts` (a SERVER_TO_REDIR header).
+    fn negotiate_response(contexts: Vec<(u16, Vec<u8>)>) -> Vec<u8> {
+        let mut m = Vec::new();
+        Header { command: Command::NEGOTIATE.0, flags: flags::SERVER_TO_REDIR, ..Default::default() }.encode(&mut m);
+        NegotiateResponse { security_mode: 1, dialect: Dialect::SMB311, server_guid: [0; 16], capabilities: 0, max_transact: 65536, max_read: 65536, max_write: 65536, system_time: 0, start_time: 0, security_buffer: &[], contexts }.encode(&mut m, 0);
+        m
+    }
+
+    #[test]
+    fn posix_extensions_are_offered_and_agreed_only_with_their_tag() {
+        let mut c = Core::new();
+        let mut m = vec![0u8; HEADER_LEN];
+        m.extend(c.negotiate_body(false));
+        assert!(NegotiateRequest::decode(&m).unwrap().context(posix::NEGOTIATE_CONTEXT).is_none());
+        c.offer_posix = true;
+        let mut m = vec![0u8; HEADER_LEN];
+        m.extend(c.negotiate_body(false));
+        assert_eq!(NegotiateRequest::decode(&m).unwrap().context(posix::NEGOTIATE_CONTEXT), Some(&posix::TAG[..]));
+
+        let preauth = (ctx::PREAUTH_INTEGRITY, vec![1, 0, 0, 0, 1, 0]);
+        c.on_negotiate(&negotiate_response(vec![preauth.clone(), (posix::NEGOTIATE_CONTEXT, posix::TAG.to_vec())])).unwrap();
+        assert!(c.posix);
+        for other in [vec![preauth.clone()], vec![preauth.clone(), (posix::NEGOTIATE_CONTEXT, vec![0; 16])]] {
+            let mut c = Core { offer_posix: true, ..Core::new() };
+            c.on_negotiate(&negotiate_response(other)).unwrap();
+            assert!(!c.posix);
+        }
+        // An answer to what was never offered does not count.
+        let mut c = Core::new();
+        c.on_negotiate(&negotiate_response(vec![preauth, (posix::NEGOTIATE_CONTEXT, posix::TAG.to_vec())])).unwrap();
+        assert!(!c.posix);
+    }
+}

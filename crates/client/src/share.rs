@@ -244,8 +244,12 @@ impl Share {
         if self.posix {
             return Ok(());
         }
-        let why = if !self.options.posix { "this connection did not ask for them" } else { "the server does not offer them for this share" };
-        Err(ClientError::Unsupported(format!("{}: no SMB3 POSIX extensions ({why})", self.url)))
+        let unc = self.url.unc();
+        Err(ClientError::Unsupported(if self.options.posix {
+            format!("the server does not offer the SMB3 POSIX extensions on {unc}")
+        } else {
+            format!("the connection to {unc} did not ask for the SMB3 POSIX extensions")
+        }))
     }
 
     /// READ and WRITE requests of `bytes`, or the server's maximum if less.
