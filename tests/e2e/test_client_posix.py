@@ -55,7 +55,7 @@ def assert_listed_as_on_disk(entry: dict, path: Path) -> None:
     st = os.lstat(path)
     assert entry["mode"] == stat.filemode(st.st_mode), (path, entry)
     assert (entry["links"], entry["uid"], entry["gid"]) == (st.st_nlink, st.st_uid, st.st_gid), (path, entry)
-    if not stat.S_ISDIR(st.st_mode):
+    if stat.S_ISREG(st.st_mode):
         assert entry["size"] == st.st_size, (path, entry)
 
 
