@@ -69,6 +69,9 @@ pub struct ConnectOptions {
     pub encrypt: bool,
     /// A server silent this long with requests in flight counts as gone (then a transfer reconnects).
     pub response_timeout: Duration,
+    /// Offer the SMB3 POSIX extensions; where the server agrees for the
+    /// share ([`crate::share::Share::posix`]), every CREATE carries the POSIX create context.
+    pub posix: bool,
 }
 
 impl Default for ConnectOptions {
@@ -83,6 +86,7 @@ impl Default for ConnectOptions {
             timeout: Duration::from_secs(20),
             encrypt: false,
             response_timeout: Duration::from_secs(60),
+            posix: false,
         }
     }
 }
@@ -129,6 +133,7 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
     if let Some(g) = client_guid {
         client.core.client_guid = g;
     }
+    client.core.offer_posix = o.posix;
     let logon = async {
         client.negotiate(t == Transport::Quic).await?;
         client.login_as(&o.user, &o.domain, &o.password).await?;

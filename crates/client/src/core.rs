@@ -5,7 +5,7 @@ use smbq_auth::ClientAuth;
 use smbq_crypto::{derive_keys, Cipher, PreauthHash, Sealer, Signer, SigningAlgorithm, TRANSFORM_HEADER_LEN};
 use smbq_wire::header::{flags, HEADER_LEN};
 use smbq_wire::negotiate::{ctx, decode_id_list, encode_request, security_mode, ACCEPT_TRANSPORT_LEVEL_SECURITY};
-use smbq_wire::{transform, Command, Dialect, Header, NtStatus, Put, Reader};
+use smbq_wire::{posix, transform, Command, Dialect, Header, NtStatus, Put, Reader};
 
 use crate::ClientError;
 
@@ -40,6 +40,10 @@ pub struct Core {
     pub client_guid: [u8; 16],
     /// Message ids of requests sent and not yet answered.
     outstanding: std::collections::HashSet<u64>,
+    /// Offer the SMB3 POSIX extensions in NEGOTIATE (3.1.1 only).
+    pub offer_posix: bool,
+    /// The server answered the POSIX negotiate context with its tag.
+    pub posix: bool,
 }
 
 /// The most credits this client keeps: a server granting more (65535 on
@@ -79,6 +83,8 @@ impl Core {
             max_write: 65536,
             client_guid: rand::random(),
             outstanding: Default::default(),
+            offer_posix: false,
+            posix: false,
         }
     }
 
@@ -261,7 +267,8 @@ impl Core {
     }
 
     /// NEGOTIATE request body: SMB 3.1.1 with preauth, encryption and
-    /// signing contexts, and SMB2_TRANSPORT_CAPABILITIES when asked.
+    /// signing contexts, SMB2_TRANSPORT_CAPABILITIES when asked, and the
+    /// POSIX extensions' context when [`Core::offer_posix`].
     pub fn negotiate_body(&self, transport_caps: bool) -> Vec<u8> {
         let mut pre = Vec::new();
         pre.u16(1);
@@ -275,6 +282,9 @@ impl Core {
         ];
         if transport_caps {
             ctxs.push((ctx::TRANSPORT_CAPABILITIES, ACCEPT_TRANSPORT_LEVEL_SECURITY.to_le_bytes().to_vec()));
+        }
+        if self.offer_posix {
+            ctxs.push((posix::NEGOTIATE_CONTEXT, posix::TAG.to_vec()));
         }
         let mut m = vec![0u8; HEADER_LEN];
         encode_request(&mut m, 0, &DIALECTS, security_mode::SIGNING_ENABLED, 0x44, self.client_guid, &ctxs);
@@ -318,6 +328,8 @@ impl Core {
                         }
                     }
                     ctx::TRANSPORT_CAPABILITIES => self.transport_security = true,
+                    // Only an answer to our offer, carrying the one variant we know.
+                    posix::NEGOTIATE_CONTEXT => self.posix = self.offer_posix && c.data == posix::TAG,
                     _ => {}
                 }
             }
@@ -373,4 +385,43 @@ pub fn check(resp: &[u8], command: Command) -> Result<Header, ClientError> {
         return Err(ClientError::Status(command, st));
     }
     Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smbq_wire::negotiate::{NegotiateRequest, NegotiateResponse};
+
+    /// A NEGOTIATE response for 3.1.1 with `contexts` (a SERVER_TO_REDIR header).
+    fn negotiate_response(contexts: Vec<(u16, Vec<u8>)>) -> Vec<u8> {
+        let mut m = Vec::new();
+        Header { command: Command::NEGOTIATE.0, flags: flags::SERVER_TO_REDIR, ..Default::default() }.encode(&mut m);
+        NegotiateResponse { security_mode: 1, dialect: Dialect::SMB311, server_guid: [0; 16], capabilities: 0, max_transact: 65536, max_read: 65536, max_write: 65536, system_time: 0, start_time: 0, security_buffer: &[], contexts }.encode(&mut m, 0);
+        m
+    }
+
+    #[test]
+    fn posix_extensions_are_offered_and_agreed_only_with_their_tag() {
+        let mut c = Core::new();
+        let mut m = vec![0u8; HEADER_LEN];
+        m.extend(c.negotiate_body(false));
+        assert!(NegotiateRequest::decode(&m).unwrap().context(posix::NEGOTIATE_CONTEXT).is_none());
+        c.offer_posix = true;
+        let mut m = vec![0u8; HEADER_LEN];
+        m.extend(c.negotiate_body(false));
+        assert_eq!(NegotiateRequest::decode(&m).unwrap().context(posix::NEGOTIATE_CONTEXT), Some(&posix::TAG[..]));
+
+        let preauth = (ctx::PREAUTH_INTEGRITY, vec![1, 0, 0, 0, 1, 0]);
+        c.on_negotiate(&negotiate_response(vec![preauth.clone(), (posix::NEGOTIATE_CONTEXT, posix::TAG.to_vec())])).unwrap();
+        assert!(c.posix);
+        for other in [vec![preauth.clone()], vec![preauth.clone(), (posix::NEGOTIATE_CONTEXT, vec![0; 16])]] {
+            let mut c = Core { offer_posix: true, ..Core::new() };
+            c.on_negotiate(&negotiate_response(other)).unwrap();
+            assert!(!c.posix);
+        }
+        // An answer to what was never offered does not count.
+        let mut c = Core::new();
+        c.on_negotiate(&negotiate_response(vec![preauth, (posix::NEGOTIATE_CONTEXT, posix::TAG.to_vec())])).unwrap();
+        assert!(!c.posix);
+    }
 }

@@ -39,6 +39,9 @@ pub enum ClientError {
     Unreachable(String),
     #[error("{0}")]
     Usage(String),
+    /// The server lacks what was asked for (the SMB3 POSIX extensions, say).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl ClientError {
@@ -492,6 +495,16 @@ impl Client {
             done += 1;
         }
         Ok(())
+    }
+
+    /// An FSCTL on `fid` (MS-SMB2 3.2.4.20); returns its output, at most `max_output` bytes.
+    pub async fn fsctl(&mut self, fid: FileId, ctl_code: u32, input: &[u8], max_output: u32) -> Result<Vec<u8>, ClientError> {
+        use smbq_wire::ioctl::{IoctlRequest, IS_FSCTL};
+        let req = IoctlRequest { ctl_code, file_id: fid, input, max_input_response: 0, output_count: 0, max_output_response: max_output, flags: IS_FSCTL };
+        let mut b = Vec::new();
+        req.encode(&mut b);
+        let (_, r) = self.call(Command::IOCTL, charge(input.len().max(max_output as usize)), &b).await?;
+        Ok(smbq_wire::ioctl::decode_response(&r).map_err(|e| ClientError::Protocol(format!("IOCTL response: {e}")))?.to_vec())
     }
 
     pub async fn echo(&mut self) -> Result<(), ClientError> {

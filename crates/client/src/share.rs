@@ -1,7 +1,9 @@
 //! What a user does with the files of a share: open, list, stat, make and
 //! remove directories, delete, rename, truncate, and move whole files with
 //! pipelined READs and WRITEs (MS-SMB2 3.2.4.3 to 3.2.4.14, with the
-//! information classes of MS-FSCC 2.4 and 2.5).
+//! information classes of MS-FSCC 2.4 and 2.5); with the SMB3 POSIX
+//! extensions, modes, owners and symlinks too (as Samba's client uses
+//! them: `source3/libsmb/cli_smb2_fnum.c`, `clifile.c`, `clisymlink.c`).
 
 use crate::connect::{connect, ConnectOptions, Session, Transport};
 use crate::core::check;
@@ -10,6 +12,9 @@ use crate::{Client, ClientError};
 use bytes::Bytes;
 use smbq_wire::create::{ctx_name, disposition, options, CreateResponse};
 use smbq_wire::fscc::{attr, class, fs_class};
+use smbq_wire::ioctl::fsctl;
+use smbq_wire::posix::{self, CcInfo, PosixInfo};
+use smbq_wire::security::{ace_type, control, secinfo, Ace, Acl, SecurityDescriptor, Sid};
 use smbq_wire::header::HEADER_LEN;
 use smbq_wire::query_info::info_type;
 use smbq_wire::reader::{at, utf16le};
@@ -27,6 +32,8 @@ pub mod access {
     pub const WRITE_ATTRIBUTES: u32 = 0x0000_0100;
     pub const DELETE: u32 = 0x0001_0000;
     pub const READ_CONTROL: u32 = 0x0002_0000;
+    pub const WRITE_DAC: u32 = 0x0004_0000;
+    pub const WRITE_OWNER: u32 = 0x0008_0000;
     pub const SYNCHRONIZE: u32 = 0x0010_0000;
     /// What reading a file or listing a directory needs.
     pub const READ: u32 = READ_DATA | READ_EA | READ_ATTRIBUTES | READ_CONTROL | SYNCHRONIZE;
@@ -49,11 +56,71 @@ pub struct FileInfo {
     /// The server's file id (inode number on smbq and Samba), 0 if unknown.
     pub file_id: u64,
     pub links: u32,
+    /// Mode, owner and group, from a POSIX share.
+    pub posix: Option<Posix>,
+}
+
+/// What the SMB3 POSIX extensions tell of a file (`smb3_posix_cc_info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Posix {
+    /// `st_mode`: the file type (`S_IFDIR`, `S_IFLNK`, ...) and the permission bits.
+    pub mode: u32,
+    /// The uid of an owner S-1-22-1-uid (none for another SID).
+    pub uid: Option<u32>,
+    /// The gid of a group S-1-22-2-gid (none for another SID).
+    pub gid: Option<u32>,
+    pub owner: Sid,
+    pub group: Sid,
+    /// The reparse tag (IO_REPARSE_TAG_SYMLINK for a symlink), 0 if none.
+    pub reparse_tag: u32,
+}
+
+/// `S_IFMT` and `S_IFLNK`.
+const S_IFMT: u32 = 0o170000;
+const S_IFLNK: u32 = 0o120000;
+
+impl Posix {
+    pub fn from_cc(cc: &CcInfo) -> Posix {
+        Posix {
+            mode: posix::mode_from_wire(cc.mode),
+            uid: posix::unix_id_from_sid(&cc.owner, false),
+            gid: posix::unix_id_from_sid(&cc.group, true),
+            owner: cc.owner.clone(),
+            group: cc.group.clone(),
+            reparse_tag: cc.reparse_tag,
+        }
+    }
+
+    pub fn is_symlink(&self) -> bool {
+        self.mode & S_IFMT == S_IFLNK || self.reparse_tag == posix::REPARSE_TAG_SYMLINK
+    }
 }
 
 impl FileInfo {
     pub fn is_dir(&self) -> bool {
         self.attributes & attr::DIRECTORY != 0
+    }
+
+    /// A symlink, as a POSIX share lists one.
+    pub fn is_symlink(&self) -> bool {
+        self.posix.as_ref().is_some_and(Posix::is_symlink)
+    }
+
+    /// FILE_POSIX_INFORMATION (QUERY_INFO or a directory entry of class 100).
+    pub fn from_posix(name: String, p: &PosixInfo) -> FileInfo {
+        FileInfo {
+            name,
+            size: p.end_of_file,
+            allocation: p.allocation_size,
+            attributes: p.attributes,
+            created: p.creation_time,
+            accessed: p.last_access_time,
+            written: p.last_write_time,
+            changed: p.change_time,
+            file_id: p.inode,
+            links: p.cc.nlinks,
+            posix: Some(Posix::from_cc(&p.cc)),
+        }
     }
 
     fn from_create(r: &CreateResponse) -> FileInfo {
@@ -114,6 +181,11 @@ pub struct Share {
     /// READ and WRITE size and how many may be outstanding at once.
     pub chunk: u32,
     pub depth: usize,
+    /// [`ConnectOptions::posix`] asked for the SMB3 POSIX extensions and
+    /// the server agreed for this share: every CREATE carries the POSIX
+    /// create context, names match in their exact case, `list` and `stat`
+    /// fill [`FileInfo::posix`].
+    pub posix: bool,
 }
 
 /// SMB2_OPLOCK_LEVEL_BATCH (MS-SMB2 2.2.13).
@@ -134,9 +206,50 @@ impl Share {
         }
         let mut session = connect(&url.host, url.port, o, None).await?;
         session.client.tree_connect(&url.unc()).await?;
-        let mut s = Share { session, url: url.clone(), options: o.clone(), chunk: 0, depth: 16 };
+        let mut s = Share { session, url: url.clone(), options: o.clone(), chunk: 0, depth: 16, posix: false };
         s.set_request_size(1 << 20);
+        s.posix = s.detect_posix().await?;
         Ok(s)
+    }
+
+    /// Whether the server agreed to the POSIX extensions for this share:
+    /// it answered the negotiate context, and a POSIX open of the share's
+    /// root comes back with the POSIX create context (a server with one
+    /// POSIX share answers the negotiate context for all of them). A root
+    /// that cannot be opened (IPC$) counts as no.
+    async fn detect_posix(&mut self) -> Result<bool, ClientError> {
+        if !(self.options.posix && self.client().core.posix) {
+            return Ok(false);
+        }
+        let body = create_body("", access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0, 0, &[], Some(0));
+        let h = match self.create_with("", body).await {
+            Ok((h, _)) => h,
+            Err(ClientError::Status(..)) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        self.close(h.fid).await?;
+        Ok(h.info.posix.is_some())
+    }
+
+    /// The mode a CREATE's POSIX create context carries, on a POSIX share:
+    /// 0 to open, else `mode` (by default 0o755 for a directory, 0o644 for
+    /// a file) for what it may create.
+    fn posix_mode(&self, disp: u32, create_options: u32, mode: Option<u32>) -> Option<u32> {
+        let default = if create_options & options::DIRECTORY_FILE != 0 { 0o755 } else { 0o644 };
+        self.posix.then(|| if disp == disposition::OPEN { 0 } else { mode.unwrap_or(default) & posix::PERMISSION_BITS })
+    }
+
+    /// An error unless this share speaks the POSIX extensions.
+    pub fn need_posix(&self) -> Result<(), ClientError> {
+        if self.posix {
+            return Ok(());
+        }
+        let unc = self.url.unc();
+        Err(ClientError::Unsupported(if self.options.posix {
+            format!("the server does not offer the SMB3 POSIX extensions on {unc}")
+        } else {
+            format!("the connection to {unc} did not ask for the SMB3 POSIX extensions")
+        }))
     }
 
     /// READ and WRITE requests of `bytes`, or the server's maximum if less.
@@ -154,6 +267,7 @@ impl Share {
         let mut session = connect(&self.url.host, self.url.port, &o, Some(guid)).await?;
         session.client.tree_connect(&self.url.unc()).await?;
         self.session = session;
+        self.posix = self.detect_posix().await?;
         Ok(())
     }
 
@@ -164,7 +278,7 @@ impl Share {
         let create_guid: [u8; 16] = rand::random();
         let mut dh2q = [0u8; 32];
         dh2q[16..].copy_from_slice(&create_guid);
-        let body = create_body(path, desired_access, disp, create_options, 0, OPLOCK_BATCH, &[(ctx_name::DURABLE_REQUEST_V2, &dh2q)]);
+        let body = create_body(path, desired_access, disp, create_options, 0, OPLOCK_BATCH, &[(ctx_name::DURABLE_REQUEST_V2, &dh2q)], self.posix_mode(disp, create_options, None));
         let (h, granted) = self.create_with(path, body).await?;
         let durable = granted.contains(&ctx_name::DURABLE_REQUEST_V2.to_vec()).then_some(Durable { fid: h.fid, create_guid });
         Ok((h, durable))
@@ -176,7 +290,7 @@ impl Share {
         d.fid.encode(&mut dh2c);
         dh2c.extend_from_slice(&d.create_guid);
         dh2c.u32(0);
-        let body = create_body(path, 0, disposition::OPEN, 0, 0, OPLOCK_BATCH, &[(ctx_name::DURABLE_RECONNECT_V2, &dh2c)]);
+        let body = create_body(path, 0, disposition::OPEN, 0, 0, OPLOCK_BATCH, &[(ctx_name::DURABLE_RECONNECT_V2, &dh2c)], self.posix_mode(disposition::OPEN, 0, None));
         self.create_with(path, body).await.map(|(h, _)| h)
     }
 
@@ -190,7 +304,13 @@ impl Share {
 
     /// CREATE (MS-SMB2 3.2.4.3) with the access, disposition and options given.
     pub async fn create(&mut self, path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32) -> Result<Handle, ClientError> {
-        let body = create_body(path, desired_access, disp, create_options, file_attributes, 0, &[]);
+        self.create_mode(path, desired_access, disp, create_options, file_attributes, None).await
+    }
+
+    /// [`Share::create`] giving what it creates on a POSIX share the
+    /// permission bits `mode` (none: 0o755 for a directory, 0o644 for a file).
+    pub async fn create_mode(&mut self, path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32, mode: Option<u32>) -> Result<Handle, ClientError> {
+        let body = create_body(path, desired_access, disp, create_options, file_attributes, 0, &[], self.posix_mode(disp, create_options, mode));
         self.create_with(path, body).await.map(|(h, _)| h)
     }
 
@@ -198,10 +318,7 @@ impl Share {
     /// contexts the server answered.
     async fn create_with(&mut self, path: &str, body: Vec<u8>) -> Result<(Handle, Vec<Vec<u8>>), ClientError> {
         let (_, r) = self.client().call(Command::CREATE, 1, &body).await?;
-        let (resp, answered) = CreateResponse::decode(&r).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
-        let mut info = FileInfo::from_create(&resp);
-        info.name = base_name(path);
-        Ok((Handle { fid: resp.file_id, info }, answered.iter().map(|c| c.name.to_vec()).collect()))
+        created(path, &r)
     }
 
     /// Open an existing file or directory to read it.
@@ -215,10 +332,13 @@ impl Share {
 
     /// Metadata of `path` in one round trip: CREATE, QUERY_INFO
     /// (FileAllInformation) and CLOSE as a compound (MS-SMB2 3.2.4.1.4).
+    /// On a POSIX share the class asked is FILE_POSIX_INFORMATION, and a
+    /// symlink is the link itself.
     pub async fn stat(&mut self, path: &str) -> Result<FileInfo, ClientError> {
-        let create = create_body(path, access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0, 0, &[]);
+        let create = create_body(path, access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0, 0, &[], self.posix_mode(disposition::OPEN, 0, None));
+        let class = if self.posix { posix::INFO_CLASS } else { class::ALL };
         let mut query = Vec::new();
-        smbq_wire::query_info::QueryInfoRequest { info_type: info_type::FILE, class: class::ALL, output_buffer_length: 4096, file_id: FileId::RELATED, ..Default::default() }.encode(&mut query);
+        smbq_wire::query_info::QueryInfoRequest { info_type: info_type::FILE, class, output_buffer_length: 4096, file_id: FileId::RELATED, ..Default::default() }.encode(&mut query);
         let mut close = Vec::new();
         smbq_wire::close::CloseRequest { flags: 0, file_id: FileId::RELATED }.encode(&mut close);
         let c = self.client();
@@ -232,12 +352,15 @@ impl Share {
         let closed = c.recv().await;
         let created = created?;
         check(&created, Command::CREATE)?;
-        let (resp, _) = CreateResponse::decode(&created).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
-        let mut info = FileInfo::from_create(&resp);
-        info.name = base_name(path);
+        let (Handle { mut info, .. }, _) = self::created(path, &created)?;
         let queried = queried?;
         check(&queried, Command::QUERY_INFO)?;
         let all = info_buffer(&queried)?;
+        if self.posix {
+            let p = PosixInfo::decode(&mut Reader::new(all)).map_err(|e| ClientError::Protocol(format!("FILE_POSIX_INFORMATION: {e}")))?;
+            check(&closed?, Command::CLOSE)?;
+            return Ok(FileInfo::from_posix(info.name, &p));
+        }
         // FileAllInformation: Basic (40), Standard (24: links at 16), Internal (8) ...
         let mut r = Reader::new(all);
         let bad = |_| ClientError::Protocol("short FileAllInformation".into());
@@ -260,13 +383,14 @@ impl Share {
         Ok(out)
     }
 
-    /// QUERY_DIRECTORY (MS-SMB2 3.2.4.17) with FileIdBothDirectoryInformation until STATUS_NO_MORE_FILES.
+    /// QUERY_DIRECTORY (MS-SMB2 3.2.4.17) with FileIdBothDirectoryInformation
+    /// (on a POSIX share, FILE_POSIX_INFORMATION) until STATUS_NO_MORE_FILES.
     pub async fn list_open(&mut self, fid: FileId, pattern: &str) -> Result<Vec<FileInfo>, ClientError> {
         let mut out = Vec::new();
         let mut first = true;
         loop {
             let req = smbq_wire::query_directory::QueryDirectoryRequest {
-                class: class::ID_BOTH_DIRECTORY,
+                class: if self.posix { posix::INFO_CLASS } else { class::ID_BOTH_DIRECTORY },
                 flags: if first { smbq_wire::query_directory::flags::RESTART_SCANS } else { 0 },
                 file_index: 0,
                 file_id: fid,
@@ -282,7 +406,11 @@ impl Share {
                     if buf.is_empty() {
                         break;
                     }
-                    decode_id_both_entries(buf, &mut out)?;
+                    if self.posix {
+                        decode_posix_entries(buf, &mut out)?;
+                    } else {
+                        decode_id_both_entries(buf, &mut out)?;
+                    }
                     if out.len() > MAX_ENTRIES {
                         return Err(ClientError::Protocol(format!("the server listed more than {MAX_ENTRIES} entries in one directory")));
                     }
@@ -296,7 +424,12 @@ impl Share {
     }
 
     pub async fn mkdir(&mut self, path: &str) -> Result<(), ClientError> {
-        let h = self.create(path, access::READ, disposition::CREATE, options::DIRECTORY_FILE, 0).await?;
+        self.mkdir_mode(path, None).await
+    }
+
+    /// Make a directory with the permission bits `mode` on a POSIX share (none: 0o755).
+    pub async fn mkdir_mode(&mut self, path: &str, mode: Option<u32>) -> Result<(), ClientError> {
+        let h = self.create_mode(path, access::READ, disposition::CREATE, options::DIRECTORY_FILE, 0, mode).await?;
         self.close(h.fid).await
     }
 
@@ -312,16 +445,22 @@ impl Share {
     }
 
     async fn delete(&mut self, path: &str, kind: u32) -> Result<(), ClientError> {
-        let h = self.create(path, access::DELETE | access::READ_ATTRIBUTES, disposition::OPEN, kind, 0).await?;
-        let set = self.set_info(h.fid, class::DISPOSITION, &[1]).await;
+        self.on_open(path, access::DELETE | access::READ_ATTRIBUTES, kind, async |s, fid| s.set_info(fid, class::DISPOSITION, &[1]).await).await
+    }
+
+    /// Open `path` (an existing file or directory), run `f` on the handle
+    /// and close it; `f`'s error comes first, then the close's.
+    async fn on_open<T>(&mut self, path: &str, desired_access: u32, create_options: u32, f: impl AsyncFnOnce(&mut Share, FileId) -> Result<T, ClientError>) -> Result<T, ClientError> {
+        let h = self.create(path, desired_access, disposition::OPEN, create_options, 0).await?;
+        let done = f(self, h.fid).await;
         let closed = self.close(h.fid).await;
-        set?;
-        closed
+        let v = done?;
+        closed?;
+        Ok(v)
     }
 
     /// Rename `from` to `to` (both paths in the share), replacing an existing `to` when asked.
     pub async fn rename(&mut self, from: &str, to: &str, replace: bool) -> Result<(), ClientError> {
-        let h = self.create(from, access::DELETE | access::READ_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0).await?;
         // FILE_RENAME_INFORMATION_TYPE_2 (MS-FSCC 2.4.42.2).
         let name: Vec<u8> = to.encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
         let mut b = Vec::new();
@@ -330,17 +469,76 @@ impl Share {
         b.u64(0);
         b.u32(name.len() as u32);
         b.bytes(&name);
-        let set = self.set_info(h.fid, class::RENAME, &b).await;
+        self.on_open(from, access::DELETE | access::READ_ATTRIBUTES | access::SYNCHRONIZE, 0, async |s, fid| s.set_info(fid, class::RENAME, &b).await).await
+    }
+
+    /// SET_INFO of a file information class (MS-SMB2 3.2.4.15).
+    pub async fn set_info(&mut self, fid: FileId, class: u8, buffer: &[u8]) -> Result<(), ClientError> {
+        self.set_info_of(fid, info_type::FILE, class, 0, buffer).await
+    }
+
+    /// SET_INFO of any kind (MS-SMB2 2.2.39): a file information class, or
+    /// a security descriptor (`info_type::SECURITY`, the parts in `additional`).
+    pub async fn set_info_of(&mut self, fid: FileId, info_type: u8, class: u8, additional: u32, buffer: &[u8]) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::set_info::SetInfoRequest { info_type, class, buffer, additional_information: additional, file_id: fid }.encode(&mut b);
+        self.client().call(Command::SET_INFO, 1, &b).await.map(|_| ())
+    }
+
+    /// Set the permission bits of `path` (POSIX shares only): SET_INFO of a
+    /// DACL holding one ACCESS_ALLOWED ACE for S-1-5-88-3-`mode`, as
+    /// Samba's client sets a mode (`cli_fchmod_send`).
+    pub async fn chmod(&mut self, path: &str, mode: u32) -> Result<(), ClientError> {
+        let ace = Ace::new(ace_type::ACCESS_ALLOWED, 0, 0, Sid::new(5, &[88, 3, mode & posix::PERMISSION_BITS]));
+        let sd = SecurityDescriptor { control: control::SELF_RELATIVE | control::DACL_PRESENT, dacl: Some(Acl::new(vec![ace])), ..Default::default() };
+        self.set_security(path, access::WRITE_DAC, secinfo::DACL, &sd).await
+    }
+
+    /// Give `path` the owner S-1-22-1-`uid` and/or the group S-1-22-2-`gid`
+    /// (POSIX shares only).
+    pub async fn chown(&mut self, path: &str, uid: Option<u32>, gid: Option<u32>) -> Result<(), ClientError> {
+        let sd = SecurityDescriptor { control: control::SELF_RELATIVE, owner: uid.map(posix::unix_user_sid), group: gid.map(posix::unix_group_sid), ..Default::default() };
+        let parts = uid.map_or(0, |_| secinfo::OWNER) | gid.map_or(0, |_| secinfo::GROUP);
+        if parts == 0 {
+            return Ok(());
+        }
+        self.set_security(path, access::WRITE_OWNER, parts, &sd).await
+    }
+
+    /// SET_INFO SECURITY of the `parts` of `sd` on `path`, opened with `needs` (POSIX shares only).
+    async fn set_security(&mut self, path: &str, needs: u32, parts: u32, sd: &SecurityDescriptor) -> Result<(), ClientError> {
+        self.need_posix()?;
+        let buf = sd.to_bytes();
+        self.on_open(path, needs | access::READ_ATTRIBUTES | access::SYNCHRONIZE, 0, async |s, fid| s.set_info_of(fid, info_type::SECURITY, 0, parts, &buf).await).await
+    }
+
+    /// Make `path` a symlink to `target`, as Samba's client does
+    /// (`cli_create_reparse_point`): create the file with
+    /// FILE_OPEN_REPARSE_POINT, FSCTL_SET_REPARSE_POINT with a symlink
+    /// buffer (MS-FSCC 2.1.2.4), and delete it again when that fails.
+    pub async fn symlink(&mut self, target: &str, path: &str) -> Result<(), ClientError> {
+        let mut buf = Vec::new();
+        posix::Symlink::from_target(target).encode(&mut buf);
+        if buf.len() > posix::MAX_REPARSE_BUFFER {
+            return Err(ClientError::Usage(format!("a symlink target of {} characters is too long", target.chars().count())));
+        }
+        let wants = access::SYNCHRONIZE | access::DELETE | access::READ_ATTRIBUTES | access::WRITE_ATTRIBUTES;
+        let h = self.create(path, wants, disposition::CREATE, options::OPEN_REPARSE_POINT | options::NON_DIRECTORY_FILE, attr::NORMAL).await?;
+        let set = self.client().fsctl(h.fid, fsctl::SET_REPARSE_POINT, &buf, 0).await;
+        if set.is_err() {
+            self.set_info(h.fid, class::DISPOSITION, &[1]).await.ok();
+        }
         let closed = self.close(h.fid).await;
         set?;
         closed
     }
 
-    /// SET_INFO of a file information class (MS-SMB2 3.2.4.15).
-    pub async fn set_info(&mut self, fid: FileId, class: u8, buffer: &[u8]) -> Result<(), ClientError> {
-        let mut b = Vec::new();
-        smbq_wire::set_info::SetInfoRequest { info_type: info_type::FILE, class, buffer, additional_information: 0, file_id: fid }.encode(&mut b);
-        self.client().call(Command::SET_INFO, 1, &b).await.map(|_| ())
+    /// The target of symlink `path` (FSCTL_GET_REPARSE_POINT on the link itself).
+    pub async fn readlink(&mut self, path: &str) -> Result<String, ClientError> {
+        let wants = access::READ_ATTRIBUTES | access::READ_EA | access::SYNCHRONIZE;
+        let buf = self.on_open(path, wants, options::OPEN_REPARSE_POINT, async |s, fid| s.client().fsctl(fid, fsctl::GET_REPARSE_POINT, &[], posix::MAX_REPARSE_BUFFER as u32).await).await?;
+        let link = posix::Symlink::decode(&buf).map_err(|e| ClientError::Protocol(format!("{path}: not a symlink's reparse buffer: {e}")))?;
+        Ok(link.substitute)
     }
 
     /// Set the end of file (truncate or extend).
@@ -442,9 +640,39 @@ pub async fn list_shares(host: &str, port: Option<u16>, o: &ConnectOptions) -> R
     srvsvc::decode_share_enum(&stub).map_err(rpc)
 }
 
-/// A CREATE request body for `path` (`/` or `\\` separated).
-fn create_body(path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])]) -> Vec<u8> {
-    crate::create_body(&to_smb_path(&path.replace('\\', "/")), desired_access, disp, create_options, file_attributes, oplock_level, contexts)
+/// A CREATE request body for `path` (`/` or `\\` separated), with the
+/// POSIX create context carrying `posix_mode` if given.
+#[allow(clippy::too_many_arguments)]
+fn create_body(path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])], posix_mode: Option<u32>) -> Vec<u8> {
+    let mode = posix_mode.map(u32::to_le_bytes);
+    let mut all = contexts.to_vec();
+    if let Some(m) = &mode {
+        all.push((&posix::TAG, m));
+    }
+    crate::create_body(&to_smb_path(&path.replace('\\', "/")), desired_access, disp, create_options, file_attributes, oplock_level, &all)
+}
+
+/// The handle a CREATE response `r` gives for `path`, with the POSIX
+/// create context's answer in its info when there is one, and the names
+/// of the contexts answered.
+fn created(path: &str, r: &[u8]) -> Result<(Handle, Vec<Vec<u8>>), ClientError> {
+    let (resp, answered) = CreateResponse::decode(r).map_err(|e| ClientError::Protocol(format!("CREATE response: {e}")))?;
+    let mut info = FileInfo::from_create(&resp);
+    info.name = base_name(path);
+    if let Some(c) = answered.iter().find(|c| c.name == posix::TAG) {
+        let mut rd = Reader::new(c.data);
+        let cc = CcInfo::decode(&mut rd).map_err(|e| ClientError::Protocol(format!("POSIX create context: {e}")))?;
+        info.links = cc.nlinks;
+        info.posix = Some(Posix::from_cc(&cc));
+    }
+    Ok((Handle { fid: resp.file_id, info }, answered.iter().map(|c| c.name.to_vec()).collect()))
+}
+
+/// Directory entries of class FILE_POSIX_INFORMATION; appended to `out`.
+fn decode_posix_entries(buf: &[u8], out: &mut Vec<FileInfo>) -> Result<(), ClientError> {
+    let entries = posix::decode_dir_entries(buf).map_err(|e| ClientError::Protocol(format!("bad POSIX directory entry: {e}")))?;
+    out.extend(entries.into_iter().map(|e| FileInfo::from_posix(e.name, &e.info)));
+    Ok(())
 }
 
 /// The last component of `path` (`/` or `\\` separated).
@@ -484,7 +712,7 @@ pub fn decode_id_both_entries(buf: &[u8], out: &mut Vec<FileInfo>) -> Result<(),
         r.skip(4 + 1 + 1 + 24 + 2).map_err(short)?;
         let file_id = r.u64().map_err(short)?;
         let name = utf16le(r.take(name_len).map_err(short)?).map_err(|_| bad("name is not UTF-16"))?;
-        out.push(FileInfo { name, size, allocation, attributes, created, accessed, written, changed, file_id, links: 1 });
+        out.push(FileInfo { name, size, allocation, attributes, created, accessed, written, changed, file_id, links: 1, posix: None });
         if next == 0 {
             return Ok(());
         }
@@ -536,6 +764,37 @@ mod tests {
         for b in [long, past, zero_step, entry("abc", 0)[..50].to_vec()] {
             assert!(decode_id_both_entries(&b, &mut Vec::new()).is_err());
         }
+    }
+
+    #[test]
+    fn posix_create_context_answers_fill_the_info() {
+        let cc = CcInfo { nlinks: 2, reparse_tag: posix::REPARSE_TAG_SYMLINK, mode: posix::mode_to_wire(0o120777), owner: posix::unix_user_sid(1000), group: posix::unix_group_sid(100) };
+        let mut data = Vec::new();
+        cc.encode(&mut data);
+        let resp = CreateResponse { oplock_level: 0, create_action: 1, creation_time: 1, last_access_time: 2, last_write_time: 3, change_time: 4, allocation_size: 0, end_of_file: 5, file_attributes: attr::REPARSE_POINT, file_id: FileId { persistent: 1, volatile: 2 } };
+        let mut m = Vec::new();
+        smbq_wire::Header { command: Command::CREATE.0, ..Default::default() }.encode(&mut m);
+        resp.encode(&mut m, 0, &[(&posix::TAG, &data)]);
+        let (h, answered) = created("dir/link", &m).unwrap();
+        assert_eq!(answered, [posix::TAG.to_vec()]);
+        let p = h.info.posix.as_ref().unwrap();
+        assert_eq!((p.mode, p.uid, p.gid, h.info.links), (0o120777, Some(1000), Some(100), 2));
+        assert!(h.info.is_symlink() && h.info.name == "link");
+        // Owners that are not Unix ids keep their SIDs and have no id.
+        let other = Posix::from_cc(&CcInfo { owner: Sid::new(5, &[21, 1, 2, 3, 500]), group: posix::unix_user_sid(7), ..cc.clone() });
+        assert_eq!((other.uid, other.gid), (None, None));
+        // A context too short for its SIDs is an error, not a panic.
+        let mut m = Vec::new();
+        smbq_wire::Header { command: Command::CREATE.0, ..Default::default() }.encode(&mut m);
+        resp.encode(&mut m, 0, &[(&posix::TAG, &data[..20])]);
+        assert!(created("x", &m).is_err());
+        let (plain, _) = {
+            let mut m = Vec::new();
+            smbq_wire::Header { command: Command::CREATE.0, ..Default::default() }.encode(&mut m);
+            resp.encode(&mut m, 0, &[]);
+            created("x", &m).unwrap()
+        };
+        assert!(plain.info.posix.is_none() && !plain.info.is_symlink());
     }
 
     #[test]

@@ -478,18 +478,71 @@ async fn directory_listing_past_the_end() {
             b.bytes(&[0; 64]);
             b
         };
-        let e = list_answered_with(past).await;
+        let e = list_answered_with(past, false).await;
         protocol(&e, "QUERY_DIRECTORY response");
         // One entry whose FileNameLength runs past the buffer.
         let mut entry = vec![0u8; 104];
         entry[60..64].copy_from_slice(&5000u32.to_le_bytes());
-        let e = list_answered_with(query_directory_body(&entry)).await;
+        let e = list_answered_with(query_directory_body(&entry), false).await;
         protocol(&e, "bad directory entry");
         // One entry whose NextEntryOffset points past the buffer.
         let mut entry = vec![0u8; 104];
         entry[0..4].copy_from_slice(&4096u32.to_le_bytes());
-        let e = list_answered_with(query_directory_body(&entry)).await;
+        let e = list_answered_with(query_directory_body(&entry), false).await;
         protocol(&e, "bad directory entry");
+    })
+    .await;
+}
+
+/// The same with FILE_POSIX_INFORMATION entries (a POSIX share): SIDs,
+/// names and offsets that run past the buffer fail as bad entries.
+#[tokio::test]
+async fn posix_directory_listing_past_the_end() {
+    bounded(async {
+        // Shorter than the fixed part of one entry.
+        let e = list_answered_with(query_directory_body(&[0u8; 60]), true).await;
+        protocol(&e, "bad POSIX directory entry");
+        // A SID announcing 15 sub-authorities it does not have.
+        let mut entry = vec![0u8; 8 + 68 + 12];
+        entry.extend_from_slice(&[1, 15, 0, 0, 0, 0, 0, 22, 1, 0, 0, 0]);
+        let e = list_answered_with(query_directory_body(&entry), true).await;
+        protocol(&e, "bad POSIX directory entry");
+        // A whole entry whose NextEntryOffset points past the buffer.
+        let mut entry = vec![0u8; 8 + 68 + 12];
+        for _ in 0..2 {
+            entry.extend_from_slice(&[1, 1, 0, 0, 0, 0, 0, 22, 0, 0, 0, 0]);
+        }
+        entry.extend_from_slice(&[0; 4]);
+        entry[0..4].copy_from_slice(&4096u32.to_le_bytes());
+        let e = list_answered_with(query_directory_body(&entry), true).await;
+        protocol(&e, "bad POSIX directory entry");
+    })
+    .await;
+}
+
+/// An IOCTL answer whose output lies past the message.
+#[tokio::test]
+async fn fsctl_output_past_the_end() {
+    bounded(async {
+        let mut body = Vec::new();
+        body.u16(smbq_wire::ioctl::RESPONSE_SIZE);
+        body.bytes(&[0; 22]);
+        body.u32(0);
+        body.u32(0);
+        body.u32((HEADER_LEN + 48) as u32);
+        body.u32(5000);
+        body.bytes(&[0; 9]);
+        let (mut c, task) = fake(move |mut p| async move {
+            p.negotiate(64).await;
+            let (h, _) = p.one(Command::IOCTL).await;
+            p.send(&answer(&h, 1, NtStatus::SUCCESS, &body)).await;
+            p.hold().await;
+        })
+        .await;
+        c.negotiate(false).await.unwrap();
+        let e = c.fsctl(FileId::default(), smbq_wire::ioctl::fsctl::GET_REPARSE_POINT, &[], 16384).await.expect_err("the FSCTL fails");
+        done(c, task).await;
+        protocol(&e, "IOCTL response");
     })
     .await;
 }
@@ -505,10 +558,11 @@ fn query_directory_body(buf: &[u8]) -> Vec<u8> {
 
 fn share(client: Client) -> Share {
     let session = Session { client, transport: Transport::Tcp, addr: SocketAddr::from(([127, 0, 0, 1], 445)) };
-    Share { session, url: SmbUrl::parse("smb://127.0.0.1/share").unwrap(), options: ConnectOptions::default(), chunk: 65536, depth: 4 }
+    Share { session, url: SmbUrl::parse("smb://127.0.0.1/share").unwrap(), options: ConnectOptions::default(), chunk: 65536, depth: 4, posix: false }
 }
 
-async fn list_answered_with(body: Vec<u8>) -> ClientError {
+/// The error of `list_open` answered with `body`, on a POSIX share if `posix`.
+async fn list_answered_with(body: Vec<u8>, posix: bool) -> ClientError {
     let (mut c, task) = fake(move |mut p| async move {
         p.negotiate(64).await;
         let (h, _) = p.one(Command::QUERY_DIRECTORY).await;
@@ -518,6 +572,7 @@ async fn list_answered_with(body: Vec<u8>) -> ClientError {
     .await;
     c.negotiate(false).await.unwrap();
     let mut s = share(c);
+    s.posix = posix;
     let e = s.list_open(FileId::default(), "*").await.expect_err("the listing fails");
     done(s.session.client, task).await;
     e

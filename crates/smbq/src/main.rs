@@ -52,6 +52,14 @@ enum Command {
     Cat(client::commands::UrlsArgs),
     /// Show files' metadata.
     Stat(client::commands::UrlsArgs),
+    /// Set permission bits (with --posix): chmod MODE URL... (octal).
+    Chmod(client::commands::ChmodArgs),
+    /// Set owner and/or group (with --posix): chown UID[:GID] URL... (numbers).
+    Chown(client::commands::ChownArgs),
+    /// Make a symbolic link (with --posix): ln -s TARGET URL.
+    Ln(client::commands::LnArgs),
+    /// Print symlinks' targets (with --posix).
+    Readlink(client::commands::UrlsArgs),
     /// List a server's shares: shares smb://[user@]host[:port].
     Shares(client::commands::SharesArgs),
     /// Mount a share on a directory with FUSE (until fusermount3 -u DIR or Ctrl-C).
@@ -115,6 +123,10 @@ fn run() -> anyhow::Result<()> {
                     Command::Mv(a) => cmd::mv(a).await,
                     Command::Cat(a) => cmd::cat(a).await,
                     Command::Stat(a) => cmd::stat(a).await,
+                    Command::Chmod(a) => cmd::chmod(a).await,
+                    Command::Chown(a) => cmd::chown(a).await,
+                    Command::Ln(a) => cmd::ln(a).await,
+                    Command::Readlink(a) => cmd::readlink(a).await,
                     Command::Shares(a) => cmd::shares(a).await,
                     Command::Serve(_) | Command::User { .. } | Command::Cert { .. } | Command::Mount(_) => unreachable!("handled above"),
                 }

@@ -35,6 +35,8 @@ pub mod options {
     pub const DELETE_ON_CLOSE: u32 = 0x0000_1000;
     pub const OPEN_BY_FILE_ID: u32 = 0x0000_2000;
     pub const RESERVE_OPFILTER: u32 = 0x0010_0000;
+    /// FILE_OPEN_REPARSE_POINT: open a symlink or other reparse point itself, not what it points at.
+    pub const OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 }
 
 /// ShareAccess bits (2.2.13).

@@ -118,6 +118,18 @@ pub fn encode_response(out: &mut Vec<u8>, header_start: usize, ctl_code: u32, fi
     }
 }
 
+/// The output buffer of a response element (2.2.32; for our client and
+/// tests): OutputOffset and OutputCount must lie inside `msg`.
+pub fn decode_response(msg: &[u8]) -> Result<&[u8], DecodeError> {
+    let body = msg.get(crate::header::HEADER_LEN..).ok_or(DecodeError::Truncated)?;
+    check_structure_size(body, RESPONSE_SIZE)?;
+    let mut r = Reader::new(body);
+    r.skip(4 + 4 + 16 + 4 + 4)?;
+    let off = r.u32()? as usize;
+    let len = r.u32()? as usize;
+    at(msg, off, len)
+}
+
 /// VALIDATE_NEGOTIATE_INFO request (2.2.31.4).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidateNegotiateRequest {
@@ -429,6 +441,11 @@ mod tests {
         let mut out = vec![0u8; HEADER_LEN];
         encode_response(&mut out, 0, fsctl::VALIDATE_NEGOTIATE_INFO, FileId::RELATED, &[1, 2, 3]);
         assert_eq!(out.len(), HEADER_LEN + 48 + 3);
+        assert_eq!(decode_response(&out).unwrap(), &[1, 2, 3]);
+        let mut past = out.clone();
+        past[HEADER_LEN + 36..HEADER_LEN + 40].copy_from_slice(&4u32.to_le_bytes());
+        assert_eq!(decode_response(&past), Err(DecodeError::OutOfBounds));
+        assert!(decode_response(&out[..HEADER_LEN + 40]).is_err());
         assert_eq!(&out[64..68], &[49, 0, 0, 0]);
         assert_eq!(&out[68..72], &0x0014_0204u32.to_le_bytes());
         assert_eq!(&out[88..92], &112u32.to_le_bytes()); // InputOffset

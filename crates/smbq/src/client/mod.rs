@@ -47,6 +47,9 @@ pub struct ConnectArgs {
     /// Seconds to wait for the connection and logon.
     #[arg(long, default_value_t = 20)]
     pub timeout: u64,
+    /// Use the SMB3 POSIX extensions (SMB 3.1.1; smbq with a `posix` share, Samba with `smb3 unix extensions`): modes, owners, symlinks, names in their exact case. An error if the server does not offer them for the share.
+    #[arg(long)]
+    pub posix: bool,
 }
 
 /// Exit codes a script can act on.
@@ -77,7 +80,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
             NtStatus::OBJECT_NAME_COLLISION => exit::EXISTS,
             _ => exit::FAILURE,
         },
-        ClientError::Protocol(_) => exit::FAILURE,
+        ClientError::Protocol(_) | ClientError::Unsupported(_) => exit::FAILURE,
     }
 }
 
@@ -123,14 +126,27 @@ impl ConnectArgs {
             domain,
             timeout: Duration::from_secs(self.timeout.max(1)),
             encrypt: self.encrypt,
+            posix: self.posix,
             ..ConnectOptions::default()
         })
     }
 
-    /// Connect to `url`'s share; say on stderr which transport was used
+    /// A usage error unless `--posix` was given: `command` needs the SMB3 POSIX extensions.
+    pub fn require_posix(&self, command: &str) -> Result<(), ClientError> {
+        if self.posix {
+            return Ok(());
+        }
+        Err(ClientError::Usage(format!("{command} needs the SMB3 POSIX extensions: give --posix")))
+    }
+
+    /// Connect to `url`'s share (with `--posix`, one the server offers the
+    /// POSIX extensions for); say on stderr which transport was used
     /// when `auto` chose (and `verbose`).
     pub async fn share(&self, url: &SmbUrl, o: &ConnectOptions) -> anyhow::Result<Share> {
         let s = Share::connect(url, o).await.with_context(|| format!("connecting to {url}"))?;
+        if self.posix {
+            s.need_posix()?;
+        }
         tracing::info!(transport = s.transport().name(), addr = %s.session.addr, "connected");
         if matches!(self.transport, TransportArg::Auto) {
             eprintln!("connected over {} to {}", s.transport().name(), s.session.addr);
