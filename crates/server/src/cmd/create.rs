@@ -236,14 +236,17 @@ fn overwrites(r: &CreateRequest<'_>) -> bool {
 /// 3.3.5.9.6, .7, .10, .12), with the combinations Samba and Windows
 /// refuse: a reconnect together with a request or reconnect of the other
 /// version is INVALID_PARAMETER; a reconnect with any other context
-/// (but a DHnQ beside a DHnC, or a lease request) OBJECT_NAME_NOT_FOUND.
+/// (but a DHnQ beside a DHnC, a lease request, or the POSIX create
+/// context a POSIX client sends with every CREATE) OBJECT_NAME_NOT_FOUND.
 fn durable_contexts(r: &CreateRequest<'_>) -> Result<(Option<durable::Request>, Option<durable::Reconnect>), NtStatus> {
     let (q1, c1) = (r.context(ctx_name::DURABLE_REQUEST), r.context(ctx_name::DURABLE_RECONNECT));
     let (q2, c2) = (r.context(ctx_name::DURABLE_REQUEST_V2), r.context(ctx_name::DURABLE_RECONNECT_V2));
     if (c1.is_some() && (c2.is_some() || q2.is_some())) || (c2.is_some() && (q1.is_some() || q2.is_some())) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let others = r.contexts.len() - usize::from(r.context(ctx_name::LEASE).is_some());
+    let others = r.contexts.len()
+        - usize::from(r.context(ctx_name::LEASE).is_some())
+        - usize::from(r.context(&smbq_wire::posix::TAG).is_some());
     if let Some(c) = c2 {
         let rc = durable::parse_reconnect(c.data, true)?;
         return if others == 1 { Ok((None, Some(rc))) } else { Err(NtStatus::OBJECT_NAME_NOT_FOUND) };
@@ -333,6 +336,7 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
     open.session_id = ctx.session_id;
     open.tree_id = ctx.tree_id;
     let fid = open.file_id;
+    let posix_open = open.posix;
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);
     // Windows and Samba answer a reconnect with no durable context
@@ -340,7 +344,13 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
     // lease of a leased open.
     let header_start = ctx.header_start;
     let data = lease_ctx.map(|l| l.encode());
-    let list: Vec<(&[u8], &[u8])> = data.iter().map(|d| (ctx_name::LEASE, d.as_slice())).collect();
+    let mut list: Vec<(&[u8], &[u8])> = data.iter().map(|d| (ctx_name::LEASE, d.as_slice())).collect();
+    // A POSIX open stays one, and says so as its CREATE did.
+    let mut cc = Vec::new();
+    if posix_open && r.context(&smbq_wire::posix::TAG).is_some() {
+        crate::posix::cc_info(&st).encode(&mut cc);
+        list.push((&smbq_wire::posix::TAG, &cc));
+    }
     CreateResponse { oplock_level: level, ..response(&meta(&st), CreateAction::Opened, fid) }.encode(ctx.out, header_start, &list);
     Ok(NtStatus::SUCCESS)
 }
