@@ -375,7 +375,7 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let (id, _) = tls::load_or_generate(dir.path(), None, &[])?;
     let cert = id.chain[0].clone();
     let opts = QuicOptions { max_udp_payload, congestion, no_gso, ..QuicOptions::default() };
-    let ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(&id, &ClientAccess::default())?, &opts)?;
+    let ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(tls::Certificates::new(&id)?, &ClientAccess::default())?, &opts)?;
     let quic_addr = ep.local_addr()?;
     tokio::spawn(quic::serve(ep, server.clone(), opts.clone(), std::future::pending()));
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -383,7 +383,7 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     tokio::spawn(smbq_transport::tcp::serve(l, server, std::future::pending()));
     // The ceiling: the same QUIC settings, no SMB.
     let raw_opts = QuicOptions { udp: Arc::default(), ..opts.clone() };
-    let raw_ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(&id, &ClientAccess::default())?, &raw_opts)?;
+    let raw_ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(tls::Certificates::new(&id)?, &ClientAccess::default())?, &raw_opts)?;
     let raw = raw_ep.local_addr()?;
     let fs = Arc::new(smbq_vfs::PosixFs::new(&dir.path().join("share"), false, false).map_err(|e| anyhow::anyhow!("{e:?}"))?);
     tokio::spawn(raw_server(raw_ep, fs));

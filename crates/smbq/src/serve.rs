@@ -153,7 +153,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         if access.require_cert && access.fingerprints.is_empty() && access.ca.is_none() {
             bail!("--require-client-cert needs --client-cert-fingerprint or --client-ca");
         }
-        Some(tls::server_config(&id, &access)?)
+        Some(tls::server_config(tls::Certificates::new(&id)?, &access)?)
     } else {
         None
     };

@@ -340,8 +340,51 @@ pub struct ClientAccess {
     pub ca: Option<PathBuf>,
 }
 
-/// TLS 1.3 server configuration with ALPN "smb".
-pub fn server_config(id: &Identity, access: &ClientAccess) -> Result<rustls::ServerConfig, TlsError> {
+/// The certificate the server presents, replaceable while it runs (a
+/// reload, a renewal): each handshake takes the one current when it
+/// starts, so connections made before a replacement keep theirs.
+#[derive(Debug)]
+pub struct Certificates {
+    current: std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl Certificates {
+    pub fn new(id: &Identity) -> Result<Arc<Certificates>, TlsError> {
+        Ok(Arc::new(Certificates { current: std::sync::RwLock::new(certified(id)?) }))
+    }
+
+    /// Present `id` from the next handshake on. A key that is not the
+    /// leaf certificate's is refused and the current pair stays.
+    pub fn replace(&self, id: &Identity) -> Result<(), TlsError> {
+        let new = certified(id)?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = new;
+        Ok(())
+    }
+
+    /// The leaf certificate presented now.
+    pub fn leaf(&self) -> Option<CertificateDer<'static>> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).cert.first().cloned()
+    }
+}
+
+/// `id` as rustls presents it; a key that is not the leaf's is an error.
+fn certified(id: &Identity) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+    if !keys_match(id) {
+        return Err(TlsError::Mismatch { cert: id.cert_path.clone(), key: id.cert_path.with_extension("key") });
+    }
+    let key = smbq_crypto::tls_provider().key_provider.load_private_key(id.key.clone_key())?;
+    Ok(Arc::new(rustls::sign::CertifiedKey::new(id.chain.clone(), key)))
+}
+
+impl rustls::server::ResolvesServerCert for Certificates {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner())))
+    }
+}
+
+/// TLS 1.3 server configuration with ALPN "smb", presenting what `certs`
+/// holds at each handshake.
+pub fn server_config(certs: Arc<Certificates>, access: &ClientAccess) -> Result<rustls::ServerConfig, TlsError> {
     let provider = Arc::new(smbq_crypto::tls_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?;
@@ -364,7 +407,7 @@ pub fn server_config(id: &Identity, access: &ClientAccess) -> Result<rustls::Ser
     } else {
         builder.with_no_client_auth()
     };
-    let mut cfg = builder.with_single_cert(id.chain.clone(), id.key.clone_key())?;
+    let mut cfg = builder.with_cert_resolver(certs);
     cfg.alpn_protocols = vec![ALPN.to_vec()];
     // No TLS 1.3 session tickets (RFC 8446 4.6.1): nothing resumes a
     // session yet, and Samba 4.23+'s QUIC client (ngtcp2 over GnuTLS)

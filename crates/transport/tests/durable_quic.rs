@@ -46,7 +46,7 @@ async fn start() -> Running {
     let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
     let cert = id.chain[0].clone();
     let opts = QuicOptions::default();
-    let tls_cfg = tls::server_config(&id, &ClientAccess::default()).unwrap();
+    let tls_cfg = tls::server_config(tls::Certificates::new(&id).unwrap(), &ClientAccess::default()).unwrap();
     let ep = quic::endpoint("127.0.0.1:0".parse().unwrap(), tls_cfg, &opts).unwrap();
     let addr = ep.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();

@@ -46,7 +46,7 @@ async fn start_with(share_encrypt: EncryptPolicy, access: ClientAccess, opts: Qu
     let server = Arc::new(Server::new(config, users).unwrap());
     let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
     let cert = id.chain[0].clone();
-    let tls_cfg = tls::server_config(&id, &access).unwrap();
+    let tls_cfg = tls::server_config(tls::Certificates::new(&id).unwrap(), &access).unwrap();
     let eps = quic::endpoints("127.0.0.1:0".parse().unwrap(), tls_cfg, &opts).unwrap();
     assert_eq!(eps.len(), opts.endpoints);
     let addr = eps[0].local_addr().unwrap();
