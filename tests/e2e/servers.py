@@ -269,10 +269,11 @@ def _random_password() -> str:
 
 
 def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose: bool = False,
-               share_opts: str = "", share_dir: Path | None = None) -> Server:
+               share_opts: str | None = "", share_dir: Path | None = None) -> Server:
     """``share_opts``: appended to the ``--share`` flag (e.g. ``",case_sensitive"``);
-    ``share_dir``: serve that existing directory (another server's share)
-    instead of a new one in ``workdir``."""
+    ``None``: no ``--share`` flag, the shares are ``config_toml``'s (it names
+    ``SHARE`` too); ``share_dir``: serve that existing directory (another
+    server's share) instead of a new one in ``workdir``."""
     binary = smbq_bin()
     if not binary.exists():
         raise RuntimeError(f"{binary} does not exist: run `cargo build --release -p smbq` first")
@@ -294,7 +295,7 @@ def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose
     encrypt = {"enc": "required", "sign": "off", "desired": "desired"}[mode]
     argv = [
         str(binary), "serve",
-        "--share", f"{SHARE}={share_dir},encrypt={encrypt}{share_opts}",
+        *(["--share", f"{SHARE}={share_dir},encrypt={encrypt}{share_opts}"] if share_opts is not None else []),
         "--tcp", f"127.0.0.1:{port}",
         # Port 0: the kernel picks a free UDP port; the log line tells which.
         "--quic", "127.0.0.1:0",
@@ -416,7 +417,7 @@ def start_smbd(workdir: Path, mode: str, share_options: str = "") -> Server:
     return Server("smbd", mode, "127.0.0.1", port, SHARE, SMBD_UNIX_USER, password, share_dir, workdir, proc, log)
 
 
-def start(kind: str, workdir: Path, mode: str, config_toml: str | None = None, share_opts: str = "",
+def start(kind: str, workdir: Path, mode: str, config_toml: str | None = None, share_opts: str | None = "",
           smbd_share: str = "") -> Server:
     """`config_toml` and `share_opts` (`--share` options) configure smbq, `smbd_share` smbd's share."""
     if mode not in MODES:

@@ -63,6 +63,21 @@ pub struct ShareConfig {
 }
 
 impl ShareConfig {
+    /// Whether `other` describes the same share (a reload keeps such a
+    /// share as it is). One served from a given file system never is.
+    pub fn same_as(&self, other: &ShareConfig) -> bool {
+        self.fs.is_none()
+            && other.fs.is_none()
+            && self.name == other.name
+            && self.path == other.path
+            && self.read_only == other.read_only
+            && self.case_sensitive == other.case_sensitive
+            && self.posix == other.posix
+            && self.encrypt == other.encrypt
+            && self.users == other.users
+            && self.read_only_users == other.read_only_users
+    }
+
     /// A read-write share open to every user.
     pub fn new(name: impl Into<String>, path: impl Into<PathBuf>) -> ShareConfig {
         ShareConfig { name: name.into(), path: path.into(), ..ShareConfig::default() }

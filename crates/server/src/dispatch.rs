@@ -658,7 +658,10 @@ fn check(ctx: &mut Ctx<'_>, elem: &[u8]) -> Result<&'static CommandSpec, NtStatu
     }
     let s = ctx.conn.session(ctx.session_id).ok_or(NtStatus::USER_SESSION_DELETED)?;
     // A channel whose binding is still under way serves nothing else.
-    let Some(signer) = s.channel_signer(ctx.conn.id).filter(|_| s.is_valid()) else {
+    // A session a reload ended (its user removed) may still log off, to
+    // close its opens.
+    let logs_off = spec.command == Command::LOGOFF && matches!(s.state, crate::session::SessionState::Valid);
+    let Some(signer) = s.channel_signer(ctx.conn.id).filter(|_| s.is_valid() || logs_off) else {
         return Err(NtStatus::USER_SESSION_DELETED);
     };
     if !encrypted {
@@ -676,6 +679,11 @@ fn check(ctx: &mut Ctx<'_>, elem: &[u8]) -> Result<&'static CommandSpec, NtStatu
     }
     if spec.needs_tree {
         let t = s.trees.get(&ctx.tree_id).ok_or(NtStatus::NETWORK_NAME_DELETED)?;
+        // A reload removed or changed the share (Server::reload): the
+        // client may only let go of the tree.
+        if t.share.removed() && spec.command != Command::TREE_DISCONNECT {
+            return Err(NtStatus::NETWORK_NAME_DELETED);
+        }
         if t.encrypt && !encrypted {
             return Err(NtStatus::ACCESS_DENIED);
         }

@@ -704,7 +704,7 @@ impl Watcher {
         open: &Open,
         (filter, recursive, len): (u32, bool, u32),
     ) -> Option<u64> {
-        let base = match open_dir(server, open) {
+        let base = match open_dir(open) {
             Ok(fd) => fd,
             Err(e) => {
                 tracing::debug!(path = %open.path, error = %e, "directory not watched");
@@ -925,13 +925,8 @@ fn list(base: BorrowedFd<'_>, rel: &str) -> Vec<(String, bool)> {
 /// The directory of `open`, O_PATH, reached from the share root the
 /// configuration names the way the file system layer reaches it; checked
 /// to be the directory the open holds.
-fn open_dir(server: &Server, open: &Open) -> Result<OwnedFd, String> {
-    let cfg = server
-        .config
-        .shares
-        .iter()
-        .find(|s| s.name.eq_ignore_ascii_case(&open.share.name))
-        .ok_or("no such share in the configuration")?;
+fn open_dir(open: &Open) -> Result<OwnedFd, String> {
+    let cfg = &open.share.config;
     let root = rustix::fs::open(&cfg.path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(|e| e.to_string())?;
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
     let fd = loop {

@@ -4,12 +4,12 @@
 //! request reaches another (an oplock break to send, a blocked request
 //! to retry).
 
-use crate::config::{EncryptPolicy, ServerConfig};
+use crate::config::{EncryptPolicy, ServerConfig, ShareConfig};
 use crate::files::FileTable;
 use smbq_auth::UserDb;
 use smbq_vfs::{FileSystem, PosixFs};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 use tokio::sync::Semaphore;
@@ -34,12 +34,27 @@ pub struct Share {
     /// The files as POSIX opens see them, on a share with `posix`
     /// (smbq_vfs::PosixFs::posix_view).
     pub posix: Option<Arc<dyn FileSystem>>,
+    /// What the share was made from (the default for IPC$).
+    pub config: ShareConfig,
+    /// A reload removed or changed the share: its tree connects end
+    /// (requests on them get STATUS_NETWORK_NAME_DELETED).
+    removed: AtomicBool,
 }
 
 impl Share {
     /// A share open to every user, as it is.
     fn new(name: &str, kind: ShareKind, encrypt: EncryptPolicy) -> Share {
-        Share { name: name.into(), kind, encrypt, users: None, read_only_users: Vec::new(), read_only_view: None, posix: None }
+        Share {
+            name: name.into(),
+            kind,
+            encrypt,
+            users: None,
+            read_only_users: Vec::new(),
+            read_only_view: None,
+            posix: None,
+            config: ShareConfig::default(),
+            removed: AtomicBool::new(false),
+        }
     }
 
     /// The share as `user` may use it, or `None` if `user` may not
@@ -52,6 +67,51 @@ impl Share {
         match &self.read_only_view {
             Some(view) if self.read_only_users.contains(&user) => Some(Arc::clone(view)),
             _ => Some(Arc::clone(self)),
+        }
+    }
+
+    /// A reload removed or changed the share since this view was taken.
+    pub fn removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
+    /// Open the share `s` describes (its root must be there). The share
+    /// root is opened anew, its name checked.
+    fn open(s: &ShareConfig) -> Result<Arc<Share>, String> {
+        let fs: Arc<dyn FileSystem> = match &s.fs {
+            Some(fs) => Arc::clone(fs),
+            None => Arc::new(
+                PosixFs::new(&s.path, s.read_only, s.case_sensitive)
+                    .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?,
+            ),
+        };
+        if s.name.eq_ignore_ascii_case("IPC$") || s.name.is_empty() || s.name.len() > 80 {
+            return Err(format!("invalid share name {:?}", s.name));
+        }
+        let lower = |v: &[String]| v.iter().map(|u| u.to_lowercase()).collect::<Vec<_>>();
+        let posix_view = |fs: &Arc<dyn FileSystem>| if s.posix { fs.posix_view() } else { None };
+        if s.posix && posix_view(&fs).is_none() {
+            return Err(format!("share {}: its file system has no POSIX semantics", s.name));
+        }
+        let read_only_view = (!s.read_only_users.is_empty() && !s.read_only).then(|| {
+            let fs = fs.read_only_view();
+            Arc::new(Share { posix: posix_view(&fs), config: s.clone(), ..Share::new(&s.name, ShareKind::Disk(fs), s.encrypt) })
+        });
+        Ok(Arc::new(Share {
+            users: s.users.as_deref().map(lower),
+            read_only_users: lower(&s.read_only_users),
+            read_only_view,
+            posix: posix_view(&fs),
+            config: s.clone(),
+            ..Share::new(&s.name, ShareKind::Disk(fs), s.encrypt)
+        }))
+    }
+
+    /// Mark the share, and its read-only view, removed.
+    fn remove(&self) {
+        self.removed.store(true, Ordering::Release);
+        if let Some(v) = &self.read_only_view {
+            v.removed.store(true, Ordering::Release);
         }
     }
 
@@ -137,7 +197,8 @@ pub struct Server {
     clock: Box<dyn Fn() -> SystemTime + Send + Sync>,
     rng: Mutex<Box<dyn rand::RngCore + Send>>,
     pub users: RwLock<UserDb>,
-    pub shares: Vec<Arc<Share>>,
+    /// The shares, IPC$ last; a reload replaces the list.
+    shares: RwLock<Vec<Arc<Share>>>,
     pub guid: [u8; 16],
     /// FILETIME of start-up.
     pub start_time: u64,
@@ -162,6 +223,35 @@ pub struct Server {
     pub(crate) durable: Mutex<crate::durable::Table>,
 }
 
+/// What [`Server::reload`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+    pub users_removed: Vec<String>,
+}
+
+/// The shares `configs` describe, then IPC$: those of `old` whose
+/// configuration is the same are kept as they are.
+fn open_shares(configs: &[ShareConfig], old: &[Arc<Share>]) -> Result<Vec<Arc<Share>>, String> {
+    let mut shares = Vec::new();
+    for s in configs {
+        if shares.iter().any(|o: &Arc<Share>| o.name.eq_ignore_ascii_case(&s.name)) {
+            return Err(format!("share {} is named twice", s.name));
+        }
+        match old.iter().find(|o| o.name.eq_ignore_ascii_case(&s.name) && o.config.same_as(s)) {
+            Some(o) => shares.push(Arc::clone(o)),
+            None => shares.push(Share::open(s)?),
+        }
+    }
+    match old.iter().find(|o| matches!(o.kind, ShareKind::Ipc)) {
+        Some(ipc) => shares.push(Arc::clone(ipc)),
+        None => shares.push(Arc::new(Share::new("IPC$", ShareKind::Ipc, EncryptPolicy::Off))),
+    }
+    Ok(shares)
+}
+
 impl Server {
     /// Open every share root; a missing or unreadable one is an error.
     pub fn new(config: ServerConfig, users: UserDb) -> Result<Server, String> {
@@ -172,39 +262,10 @@ impl Server {
     pub fn with_sources(config: ServerConfig, users: UserDb, sources: Sources) -> Result<Server, String> {
         let Sources { clock, mut rng } = sources;
         config.limits.check()?;
-        let mut shares = Vec::new();
-        for s in &config.shares {
-            let fs: Arc<dyn FileSystem> = match &s.fs {
-                Some(fs) => Arc::clone(fs),
-                None => Arc::new(
-                    PosixFs::new(&s.path, s.read_only, s.case_sensitive)
-                        .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?,
-                ),
-            };
-            if s.name.eq_ignore_ascii_case("IPC$") || s.name.is_empty() || s.name.len() > 80 {
-                return Err(format!("invalid share name {:?}", s.name));
-            }
-            let lower = |v: &[String]| v.iter().map(|u| u.to_lowercase()).collect::<Vec<_>>();
-            let posix_view = |fs: &Arc<dyn FileSystem>| if s.posix { fs.posix_view() } else { None };
-            if s.posix && posix_view(&fs).is_none() {
-                return Err(format!("share {}: its file system has no POSIX semantics", s.name));
-            }
-            let read_only_view = (!s.read_only_users.is_empty() && !s.read_only).then(|| {
-                let fs = fs.read_only_view();
-                Arc::new(Share { posix: posix_view(&fs), ..Share::new(&s.name, ShareKind::Disk(fs), s.encrypt) })
-            });
-            shares.push(Arc::new(Share {
-                users: s.users.as_deref().map(lower),
-                read_only_users: lower(&s.read_only_users),
-                read_only_view,
-                posix: posix_view(&fs),
-                ..Share::new(&s.name, ShareKind::Disk(fs), s.encrypt)
-            }));
-        }
-        shares.push(Arc::new(Share::new("IPC$", ShareKind::Ipc, EncryptPolicy::Off)));
+        let shares = open_shares(&config.shares, &[])?;
         Ok(Server {
             users: RwLock::new(users),
-            shares,
+            shares: RwLock::new(shares),
             guid: rand::Rng::gen(&mut rng),
             start_time: now_filetime(clock()),
             clock,
@@ -350,7 +411,50 @@ impl Server {
     }
 
     pub fn share(&self, name: &str) -> Option<Arc<Share>> {
-        self.shares.iter().find(|s| s.name.eq_ignore_ascii_case(name)).cloned()
+        self.shares().into_iter().find(|s| s.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The shares now, IPC$ last.
+    pub fn shares(&self) -> Vec<Arc<Share>> {
+        self.shares.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Serve `shares` and `users` from now on, as a reload asks: a share
+    /// whose configuration is unchanged stays as it is (its tree connects
+    /// too); a share removed or changed ends its tree connects (requests
+    /// on them get STATUS_NETWORK_NAME_DELETED, MS-SMB2 3.3.5.2.11; a
+    /// changed one takes new tree connects under its new configuration);
+    /// the sessions of users no longer in `users` end (their requests get
+    /// STATUS_USER_SESSION_DELETED, MS-SMB2 3.3.5.2.9). Nothing changes when a share cannot
+    /// be opened: that is the error.
+    pub fn reload(&self, shares: &[ShareConfig], users: UserDb) -> Result<Reloaded, String> {
+        let old = self.shares();
+        let new = open_shares(shares, &old)?;
+        let kept = |s: &Arc<Share>| new.iter().any(|n| Arc::ptr_eq(n, s));
+        let named = |list: &[Arc<Share>], name: &str| list.iter().any(|s| s.name.eq_ignore_ascii_case(name));
+        let mut done = Reloaded::default();
+        for s in old.iter().filter(|s| !kept(s)) {
+            s.remove();
+            if named(&new, &s.name) { &mut done.changed } else { &mut done.removed }.push(s.name.clone());
+        }
+        done.added = new.iter().filter(|s| !named(&old, &s.name)).map(|s| s.name.clone()).collect();
+        *self.shares.write().unwrap_or_else(|p| p.into_inner()) = new;
+        let gone: Vec<String> = {
+            let mut db = self.users.write().unwrap_or_else(|p| p.into_inner());
+            let gone = db.names().into_iter().filter(|u| users.get(u).is_none()).collect();
+            *db = users;
+            gone
+        };
+        // Their requests get USER_SESSION_DELETED, still signed with the
+        // session's keys (a client verifies the answer); their opens close
+        // when the client logs off or its connection ends.
+        for s in self.live_sessions.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            if gone.iter().any(|u| u.eq_ignore_ascii_case(&s.user)) {
+                s.ended.store(true, Ordering::Release);
+            }
+        }
+        done.users_removed = gone;
+        Ok(done)
     }
 
     pub(crate) fn connection_id(&self) -> u64 {
@@ -383,7 +487,7 @@ impl Server {
     /// Some share offers the SMB3 POSIX extensions: NEGOTIATE agrees to
     /// them when asked.
     pub fn has_posix_share(&self) -> bool {
-        self.shares.iter().any(|s| s.posix.is_some())
+        self.shares().iter().any(|s| s.posix.is_some())
     }
 
     pub fn now(&self) -> u64 {

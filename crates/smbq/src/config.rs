@@ -49,7 +49,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub tcp: Option<SocketAddr>,
@@ -74,7 +74,7 @@ pub struct FileConfig {
 }
 
 /// `[quic_options]`: QUIC transport settings and client access control.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QuicSection {
     pub transport_security: bool,

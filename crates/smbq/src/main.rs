@@ -4,6 +4,7 @@
 mod cert;
 mod client;
 mod config;
+mod reload;
 mod serve;
 mod user;
 
@@ -29,6 +30,8 @@ enum Command {
         #[command(subcommand)]
         action: user::UserAction,
     },
+    /// Make the running server read its config, users and certificate files again (SIGHUP).
+    Reload(reload::ReloadArgs),
     /// Show or generate the QUIC server certificate.
     Cert {
         #[command(subcommand)]
@@ -108,6 +111,7 @@ fn run() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::User { action } => user::run(action),
         Command::Cert { action } => cert::run(action),
+        Command::Reload(a) => reload::run(a),
         Command::Mount(a) => client::mount_main(a),
         c => {
             use client::commands::{self as cmd, Each};
@@ -128,7 +132,9 @@ fn run() -> anyhow::Result<()> {
                     Command::Ln(a) => cmd::ln(a).await,
                     Command::Readlink(a) => cmd::readlink(a).await,
                     Command::Shares(a) => cmd::shares(a).await,
-                    Command::Serve(_) | Command::User { .. } | Command::Cert { .. } | Command::Mount(_) => unreachable!("handled above"),
+                    Command::Serve(_) | Command::User { .. } | Command::Cert { .. } | Command::Reload(_) | Command::Mount(_) => {
+                        unreachable!("handled above")
+                    }
                 }
             })
         }

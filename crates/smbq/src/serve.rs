@@ -89,14 +89,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let users_path = args.users.clone().or(file.users.clone()).unwrap_or_else(|| state_dir.join("users"));
     let (users, first_user) = ensure_user(&users_path)?;
 
-    let mut shares = if !args.shares.is_empty() { args.shares.clone() } else { file.share.clone() };
-    if shares.is_empty() {
-        let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("share"));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        shares.push(ShareConfig::new("share", dir));
-    } else if args.dir.is_some() {
-        bail!("give either DIR or --share/[[share]], not both");
-    }
+    let shares = crate::reload::shares(&args.shares, args.dir.as_deref(), &file)?;
     let serve_tcp = !(args.no_tcp || file.no_tcp.unwrap_or(false));
     let serve_quic = !(args.no_quic || file.no_quic.unwrap_or(false));
     if !serve_tcp && !serve_quic {
@@ -125,6 +118,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
 
+    let mut cert_source = None;
     let tls_config = if serve_quic {
         let cert = args.cert.clone().or(file.cert.clone());
         let key = args.key.clone().or(file.key.clone());
@@ -135,6 +129,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         };
         let sans: Vec<String> = file.san.iter().chain(&args.san).cloned().collect();
         let (id, fresh) = tls::load_or_generate(&state_dir, given, &sans)?;
+        let source = match given {
+            Some((c, k)) => crate::reload::CertSource::Files { cert: c.to_path_buf(), key: k.to_path_buf() },
+            None => crate::reload::CertSource::Generated { state_dir: state_dir.clone(), sans },
+        };
         eprintln!(
             "{} certificate {} SHA-256 {}",
             if fresh { "generated" } else { "using" },
@@ -153,9 +151,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         if access.require_cert && access.fingerprints.is_empty() && access.ca.is_none() {
             bail!("--require-client-cert needs --client-cert-fingerprint or --client-ca");
         }
-        Some(tls::server_config(tls::Certificates::new(&id)?, &access)?)
+        let certs = tls::Certificates::new(&id)?;
+        cert_source = Some((Arc::clone(&certs), source));
+        Some(tls::server_config(certs, &access)?)
     } else {
         None
+    };
+    let mut reloader = crate::reload::Reloader {
+        server: Arc::clone(&server),
+        config: args.config.clone(),
+        started: file.clone(),
+        cli_shares: args.shares.clone(),
+        dir: args.dir.clone(),
+        users: users_path.clone(),
+        state_dir: state_dir.clone(),
+        certs: cert_source,
+        generation: 0,
     };
 
     // Busy connections work on blocking threads (smbq-transport); an
@@ -166,6 +177,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .thread_keep_alive(std::time::Duration::from_secs(2))
         .build()?;
     rt.block_on(async move {
+        // Signals are ours before anyone learns the pid or a port.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        crate::reload::started(&state_dir)?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         let mut addrs = Vec::new();
@@ -186,11 +201,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         }
         print_hints(&server, &addrs, &users_path, first_user.as_ref());
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = term.recv() => break,
+                // Reading files and opening share roots: off the runtime's workers.
+                _ = hup.recv() => reloader = tokio::task::spawn_blocking(move || {
+                    reloader.run_once();
+                    reloader
+                })
+                .await?,
+            }
         }
+        crate::reload::stopped(&state_dir);
         info!("shutting down: closing listeners");
         let _ = stop_tx.send(true);
         for t in tasks {

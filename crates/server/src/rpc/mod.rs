@@ -38,7 +38,7 @@ impl Pipe {
     /// list leaves out the shares `user` may not connect to.
     pub fn open(name: &str, server: &Server, user: &str) -> Result<Pipe, NtStatus> {
         let shares = server
-            .shares
+            .shares()
             .iter()
             .filter(|s| s.for_user(user).is_some())
             .map(|s| match s.kind {
