@@ -187,10 +187,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         print_hints(&server, &addrs, &users_path, first_user.as_ref());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        // Ready only once SIGTERM is ours: systemd may stop us right after.
+        let listening: Vec<String> = addrs.iter().map(|(kind, addr)| format!("{kind} {addr}")).collect();
+        crate::notify::ready(&format!("listening on {}", listening.join(", ")));
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
         }
+        crate::notify::stopping();
         info!("shutting down: closing listeners");
         let _ = stop_tx.send(true);
         for t in tasks {
