@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -152,10 +153,18 @@ def test_ready_once_listening_then_stopping(workdir):
 
 def test_logs_to_stderr_when_journal_stream_is_not_stderr(workdir):
     # systemd's variable, inherited by a process whose stderr went elsewhere.
-    srv = servers.start_smbq(workdir, "desired", env={"JOURNAL_STREAM": "8:123456789", "NOTIFY_SOCKET": None})
-    problems = srv.stop()
-    assert problems == [], srv.failure_text(problems)
-    assert re.search(r"INFO .*shutting down: closing listeners", srv.log.text()), srv.log.text(40)
+    sock, path = _notify_socket(workdir)
+    srv = servers.start_smbq(workdir, "desired", env={"JOURNAL_STREAM": "8:123456789", "NOTIFY_SOCKET": path})
+    try:
+        # Stopped before READY, smbq may not handle SIGTERM yet: wait for it.
+        assert _fields(sock.recv(4096).decode()).get("READY") == "1"
+        problems = srv.stop()
+        assert problems == [], srv.failure_text(problems)
+        assert srv.proc.returncode == 0, srv.log.text(40)
+        assert re.search(r"INFO .*shutting down: closing listeners", srv.log.text()), srv.log.text(40)
+    finally:
+        srv.stop()
+        sock.close()
 
 
 def _namespaces_usable() -> str | None:
@@ -198,7 +207,6 @@ def test_logs_to_the_journal_when_stderr_is_its_stream(workdir, monkeypatch):
     jdir.mkdir()
     journal = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     journal.bind(str(jdir / "socket"))
-    journal.settimeout(TIMEOUT)
     wrapper = workdir / "smbq-under-systemd"
     wrapper.write_text(f"""#!/bin/sh
 exec unshare --mount sh -c '
@@ -209,23 +217,41 @@ exec unshare --mount sh -c '
 """)
     wrapper.chmod(0o755)
     monkeypatch.setenv("SMBQ_BIN", str(wrapper))
+    # Read as journald does, all along: a sender blocks once 10 datagrams
+    # (net.unix.max_dgram_qlen) wait unread.
+    entries: list[dict[str, str]] = []
+    done = threading.Event()
+
+    def read() -> None:
+        journal.settimeout(0.2)
+        while True:
+            try:
+                data = journal.recv(1 << 20)
+            except TimeoutError:
+                if done.is_set():  # and all read
+                    return
+                continue
+            if data:
+                entries.append(_journal_entry(data))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     # A notify socket that is not there: smbq warns, with fields, and goes on.
     missing = str(workdir / "no-such-notify.sock")
     srv = servers.start_smbq(workdir, "desired", env={"NOTIFY_SOCKET": missing})
-    entries = []
     try:
+        # The warning comes when smbq would be READY, SIGTERM handled.
+        deadline = time.monotonic() + TIMEOUT
+        while not any(e.get("MESSAGE") == "cannot notify systemd" for e in entries):
+            assert time.monotonic() < deadline, f"no warning in the journal: {entries}"
+            time.sleep(0.05)
         problems = srv.stop()
         assert problems == [], srv.failure_text(problems)
-        journal.settimeout(2)
-        while True:
-            try:
-                data = journal.recv(65536)
-            except TimeoutError:
-                break
-            if data:
-                entries.append(_journal_entry(data))
+        assert srv.proc.returncode == 0, srv.log.text(40)
     finally:
         srv.stop()
+        done.set()
+        reader.join(5)
         journal.close()
     warn = [e for e in entries if e.get("MESSAGE") == "cannot notify systemd"]
     assert warn, entries
