@@ -269,11 +269,13 @@ def _random_password() -> str:
 
 
 def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose: bool = False,
-               share_opts: str | None = "", share_dir: Path | None = None) -> Server:
+               share_opts: str | None = "", share_dir: Path | None = None,
+               env: dict[str, str | None] | None = None) -> Server:
     """``share_opts``: appended to the ``--share`` flag (e.g. ``",case_sensitive"``);
-    ``None``: no ``--share`` flag, the shares are ``config_toml``'s (it names
-    ``SHARE`` too); ``share_dir``: serve that existing directory (another
-    server's share) instead of a new one in ``workdir``."""
+    ``None``: no ``--share`` flag, the shares are ``config_toml``'s;
+    ``share_dir``: serve that existing directory (another server's share)
+    instead of a new one in ``workdir``; ``env``: variables to set for the
+    server (None: unset)."""
     binary = smbq_bin()
     if not binary.exists():
         raise RuntimeError(f"{binary} does not exist: run `cargo build --release -p smbq` first")
@@ -311,9 +313,14 @@ def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose
         argv += ["--config", str(cfg)]
     if verbose or os.environ.get("SMBQ_E2E_VERBOSE"):
         argv.append("-v")
-    env = dict(os.environ, RUST_BACKTRACE="1")
+    env_vars = dict(os.environ, RUST_BACKTRACE="1")
+    for k, v in (env or {}).items():
+        if v is None:
+            env_vars.pop(k, None)
+        else:
+            env_vars[k] = v
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env)
+                            stderr=subprocess.PIPE, env=env_vars)
     # The QUIC line comes after the TCP one: when it is there, both listen.
     log = LogCollector(proc.stderr, workdir / "server.log", re.compile(r"listening on quic (\S+):(\d+)"))
     _wait_ready(proc, log, "smbq serve")

@@ -4,6 +4,8 @@
 mod cert;
 mod client;
 mod config;
+mod logging;
+mod notify;
 mod reload;
 mod serve;
 mod user;
@@ -98,15 +100,7 @@ fn run() -> anyhow::Result<()> {
         _ => "trace",
     };
     // fuser warns when it drops a mount someone else already unmounted (fusermount3 -u): not news.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},fuser=error")));
-    // Colours only for a person at a terminal, not in log files.
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(&format!("{default},fuser=error"));
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::User { action } => user::run(action),

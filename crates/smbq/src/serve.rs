@@ -201,18 +201,27 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         }
         print_hints(&server, &addrs, &users_path, first_user.as_ref());
+        // Ready only once SIGTERM is ours: systemd may stop us right after.
+        let listening: Vec<String> = addrs.iter().map(|(kind, addr)| format!("{kind} {addr}")).collect();
+        let status = format!("listening on {}", listening.join(", "));
+        crate::notify::ready(&status);
         loop {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => break,
                 _ = term.recv() => break,
                 // Reading files and opening share roots: off the runtime's workers.
-                _ = hup.recv() => reloader = tokio::task::spawn_blocking(move || {
-                    reloader.run_once();
-                    reloader
-                })
-                .await?,
+                _ = hup.recv() => {
+                    crate::notify::reloading();
+                    reloader = tokio::task::spawn_blocking(move || {
+                        reloader.run_once();
+                        reloader
+                    })
+                    .await?;
+                    crate::notify::ready(&status);
+                }
             }
         }
+        crate::notify::stopping();
         crate::reload::stopped(&state_dir);
         info!("shutting down: closing listeners");
         let _ = stop_tx.send(true);
