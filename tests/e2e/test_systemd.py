@@ -167,6 +167,24 @@ def test_logs_to_stderr_when_journal_stream_is_not_stderr(workdir):
         sock.close()
 
 
+def test_reload_is_announced_as_type_notify_reload_wants(workdir):
+    """SIGHUP (ExecReload): RELOADING=1 with MONOTONIC_USEC, then READY=1
+    once the reload is done (test_reload.py tests the reload itself)."""
+    sock, path = _notify_socket(workdir)
+    srv = servers.start_smbq(workdir, "desired", env={"NOTIFY_SOCKET": path, "JOURNAL_STREAM": None})
+    try:
+        assert _fields(sock.recv(4096).decode()).get("READY") == "1"
+        srv.proc.send_signal(signal.SIGHUP)
+        reloading = _fields(sock.recv(4096).decode())
+        assert reloading.get("RELOADING") == "1" and int(reloading.get("MONOTONIC_USEC", "0")) > 0, reloading
+        assert _fields(sock.recv(4096).decode()).get("READY") == "1"
+        assert srv.alive(), srv.log.text(40)
+        assert "reloaded" in srv.log.text(400)
+    finally:
+        srv.stop()
+        sock.close()
+
+
 def _namespaces_usable() -> str | None:
     if os.geteuid() != 0:
         return "needs root for a private mount namespace"
