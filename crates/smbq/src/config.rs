@@ -3,6 +3,7 @@
 //! ```toml
 //! tcp = "0.0.0.0:445"
 //! quic = "0.0.0.0:443"
+//! metrics = "127.0.0.1:9445"   # Prometheus /metrics (off when absent)
 //! no_tcp = false
 //! no_quic = false
 //! users = "/var/lib/smbq/users"
@@ -54,6 +55,8 @@ use std::time::Duration;
 pub struct FileConfig {
     pub tcp: Option<SocketAddr>,
     pub quic: Option<SocketAddr>,
+    /// `metrics = "ADDR:PORT"`: serve Prometheus metrics there (--metrics).
+    pub metrics: Option<SocketAddr>,
     pub no_tcp: Option<bool>,
     pub no_quic: Option<bool>,
     pub users: Option<PathBuf>,

@@ -4,6 +4,7 @@
 mod cert;
 mod client;
 mod config;
+mod metrics;
 mod serve;
 mod user;
 
