@@ -10,7 +10,6 @@ import re
 import subprocess
 import time
 import urllib.request
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,18 +19,9 @@ import servers
 from test_client import fingerprint
 
 pytest.importorskip("smbprotocol")
-from smbprotocol.connection import Connection  # noqa: E402
 from smbprotocol.exceptions import SMBResponseException  # noqa: E402
-from smbprotocol.open import (  # noqa: E402
-    CreateDisposition,
-    CreateOptions,
-    FileAttributes,
-    ImpersonationLevel,
-    Open,
-    ShareAccess,
-)
-from smbprotocol.session import Session  # noqa: E402
-from smbprotocol.tree import TreeConnect  # noqa: E402
+from smbprotocol.open import CreateDisposition  # noqa: E402
+from test_acls import FILE_ALL, Client  # noqa: E402
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -67,14 +57,6 @@ def wait_for(port: int, cond, what: str, timeout: float = 15.0) -> dict:
         time.sleep(0.1)
 
 
-def open_file(tree: TreeConnect, name: str, disposition) -> Open:
-    fh = Open(tree, name)
-    share = ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE | ShareAccess.FILE_SHARE_DELETE
-    fh.create(ImpersonationLevel.Impersonation, 0x0012019F, FileAttributes.FILE_ATTRIBUTE_NORMAL, share,
-              disposition, CreateOptions.FILE_NON_DIRECTORY_FILE)
-    return fh
-
-
 def test_metrics_count_a_transfer_errors_and_quic(start_server, tmp_path: Path):
     mport = servers.free_port()
     srv = start_server("smbq", "desired", config_toml=f'metrics = "127.0.0.1:{mport}"\n')
@@ -91,13 +73,8 @@ def test_metrics_count_a_transfer_errors_and_quic(start_server, tmp_path: Path):
     chunk = 1 << 20
     written = 3 * chunk + 12345
     data = os.urandom(written)
-    conn = Connection(uuid.uuid4(), srv.host, srv.port)
-    conn.connect(timeout=30)
-    session = Session(conn, srv.user, srv.password, require_encryption=False)
-    session.connect()
-    tree = TreeConnect(session, rf"\\{srv.host}\{srv.share}")
-    tree.connect()
-    fh = open_file(tree, "metrics.bin", CreateDisposition.FILE_OVERWRITE_IF)
+    client = Client(srv)
+    fh = client.open("metrics.bin", FILE_ALL, CreateDisposition.FILE_OVERWRITE_IF)
     writes = 0
     for off in range(0, written, chunk):
         fh.write(data[off:off + chunk], off)
@@ -127,16 +104,16 @@ def test_metrics_count_a_transfer_errors_and_quic(start_server, tmp_path: Path):
 
     # A failed open counts its status.
     with pytest.raises(SMBResponseException) as e:
-        open_file(tree, "no-such-file", CreateDisposition.FILE_OPEN)
+        client.open("no-such-file", FILE_ALL)
     assert e.value.status == 0xC0000034
     failed = scrape(mport)
     nf = "STATUS_OBJECT_NAME_NOT_FOUND"
     assert get(failed, "smbq_errors_total", status=nf) - get(during, "smbq_errors_total", status=nf) == 1
 
     fh.close()
-    tree.disconnect()
-    session.disconnect()
-    conn.disconnect()
+    client.tree.disconnect()
+    client.session.disconnect()
+    client.conn.disconnect()
     after = wait_for(mport, lambda m: get(m, "smbq_connections", transport="tcp") == 0 and get(m, "smbq_sessions") == 0
                      and get(m, "smbq_opens") == 0, "tcp connection, session and opens gone")
     assert get(after, "smbq_written_bytes_total") - get(before, "smbq_written_bytes_total") == written
