@@ -1,5 +1,4 @@
-"""`smbq serve --metrics` (here `metrics = "ADDR:PORT"` in the config):
-Prometheus text at /metrics, scraped during and after a transfer with a
+"""`smbq serve --metrics ADDR:PORT`: Prometheus text at /metrics, scraped during and after a transfer with a
 known number of bytes (smbprotocol over TCP), a failed open, and a QUIC
 connection of our own client."""
 
@@ -59,7 +58,7 @@ def wait_for(port: int, cond, what: str, timeout: float = 15.0) -> dict:
 
 def test_metrics_count_a_transfer_errors_and_quic(start_server, tmp_path: Path):
     mport = servers.free_port()
-    srv = start_server("smbq", "desired", config_toml=f'metrics = "127.0.0.1:{mport}"\n')
+    srv = start_server("smbq", "desired", serve_args=("--metrics", f"127.0.0.1:{mport}"))
     before = scrape(mport)
     assert get(before, "smbq_connections", transport="tcp") == 0
     assert get(before, "smbq_sessions") == 0 and get(before, "smbq_opens") == 0
