@@ -270,12 +270,12 @@ def _random_password() -> str:
 
 def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose: bool = False,
                share_opts: str | None = "", share_dir: Path | None = None,
-               env: dict[str, str | None] | None = None) -> Server:
+               env: dict[str, str | None] | None = None, serve_args: tuple[str, ...] = ()) -> Server:
     """``share_opts``: appended to the ``--share`` flag (e.g. ``",case_sensitive"``);
     ``None``: no ``--share`` flag, the shares are ``config_toml``'s;
     ``share_dir``: serve that existing directory (another server's share)
     instead of a new one in ``workdir``; ``env``: variables to set for the
-    server (None: unset)."""
+    server (None: unset); ``serve_args``: more ``smbq serve`` flags."""
     binary = smbq_bin()
     if not binary.exists():
         raise RuntimeError(f"{binary} does not exist: run `cargo build --release -p smbq` first")
@@ -311,6 +311,7 @@ def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose
         cfg = workdir / "smbq.toml"
         cfg.write_text(config_toml)
         argv += ["--config", str(cfg)]
+    argv += serve_args
     if verbose or os.environ.get("SMBQ_E2E_VERBOSE"):
         argv.append("-v")
     env_vars = dict(os.environ, RUST_BACKTRACE="1")
@@ -425,12 +426,13 @@ def start_smbd(workdir: Path, mode: str, share_options: str = "") -> Server:
 
 
 def start(kind: str, workdir: Path, mode: str, config_toml: str | None = None, share_opts: str | None = "",
-          smbd_share: str = "") -> Server:
-    """`config_toml` and `share_opts` (`--share` options) configure smbq, `smbd_share` smbd's share."""
+          smbd_share: str = "", serve_args: tuple[str, ...] = ()) -> Server:
+    """`config_toml`, `share_opts` (`--share` options) and `serve_args` (more
+    `smbq serve` flags) configure smbq, `smbd_share` smbd's share."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode}")
     if kind == "smbq":
-        return start_smbq(workdir, mode, config_toml, share_opts=share_opts)
+        return start_smbq(workdir, mode, config_toml, share_opts=share_opts, serve_args=serve_args)
     if kind == "smbd":
         return start_smbd(workdir, mode, smbd_share)
     raise ValueError(f"unknown server kind {kind}")

@@ -213,6 +213,9 @@ pub struct ServerConfig {
     /// FSCTL_QUERY_NETWORK_INTERFACE_INFO lists them (the transport finds
     /// them; empty: the connection's own address only).
     pub interfaces: Vec<NetInterface>,
+    /// Count connections, requests and bytes through the `metrics` facade
+    /// (crate::metrics); the binary installs the recorder first.
+    pub metrics: bool,
 }
 
 /// One address of a network interface (MS-SMB2 2.2.32.5).
@@ -235,6 +238,7 @@ impl Default for ServerConfig {
             encrypt: EncryptPolicy::Desired,
             allow_transport_security: true,
             interfaces: Vec::new(),
+            metrics: false,
         }
     }
 }

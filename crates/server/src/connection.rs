@@ -174,7 +174,7 @@ impl ConnState {
 
     fn forget_session(&mut self, sid: u64) {
         if self.sessions.remove(&sid).is_some() {
-            self.server.sessions.fetch_sub(1, Ordering::Relaxed);
+            self.server.count_session(false);
         }
         self.server.unregister_session(sid);
     }
@@ -210,13 +210,15 @@ pub(crate) struct Pending {
     pub credits_asked: u16,
     /// The request's priority bits, echoed (MS-SMB2 2.2.1.2).
     pub priority: u32,
+    /// When the request reached the engine (its latency ends with the final answer).
+    pub arrived: Instant,
 }
 
 impl Pending {
-    /// Request `hdr`, answered later under `async_id`, in session and
-    /// tree `ids`; sealed when `encrypted`. Its interim response is sent
-    /// with it unless `interim_at` is set afterwards.
-    pub(crate) fn new(hdr: &smbq_wire::Header, async_id: u64, ids: (u64, u32), encrypted: bool, work: AsyncWork) -> Pending {
+    /// Request `hdr`, arrived at `now`, answered later under `async_id`,
+    /// in session and tree `ids`; sealed when `encrypted`. Its interim
+    /// response is sent with it unless `interim_at` is set afterwards.
+    pub(crate) fn new(hdr: &smbq_wire::Header, now: Instant, async_id: u64, ids: (u64, u32), encrypted: bool, work: AsyncWork) -> Pending {
         use smbq_wire::header::flags;
         Pending {
             async_id,
@@ -232,6 +234,7 @@ impl Pending {
             credit_charge: hdr.credit_charge,
             credits_asked: hdr.credits,
             priority: hdr.flags & flags::PRIORITY_MASK,
+            arrived: now,
         }
     }
 
@@ -255,11 +258,14 @@ pub struct Connection {
     /// A session on this connection has completed its logon (as of the
     /// end of the last thing it handled).
     authenticated: bool,
+    /// In the open connections gauge while it lives.
+    _counted: crate::metrics::Held,
 }
 
 impl Connection {
     pub fn new(server: Arc<Server>, info: TransportInfo, now: Instant) -> Connection {
         server.connections.fetch_add(1, Ordering::Relaxed);
+        let counted = server.metrics.as_ref().map_or(crate::metrics::Held::NONE, |m| m.connection(info.kind));
         let credits = Credits::new(server.config.limits.credits);
         let id = server.connection_id();
         server.open_mailbox(id);
@@ -289,6 +295,7 @@ impl Connection {
             last_activity: now,
             closed: false,
             authenticated: false,
+            _counted: counted,
         }
     }
 
@@ -314,6 +321,9 @@ impl Connection {
     pub fn handle_frame(&mut self, now: Instant, head: &mut [u8], tail: &[Bytes]) -> Result<(), Fatal> {
         if self.closed {
             return Err(Fatal::Closed);
+        }
+        if let Some(m) = &self.st.server.metrics {
+            m.received(self.st.info.kind, 4 + head.len() + tail.iter().map(|t| t.len()).sum::<usize>());
         }
         self.with_client(|c| c.frame(now, head, tail))
     }
@@ -395,7 +405,11 @@ impl Connection {
 
     /// Next frame to send, with its 4-byte Direct TCP prefix.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
+        let out = self.out.pop_front();
+        if let (Some(m), Some(out)) = (&self.st.server.metrics, &out) {
+            m.sent(self.st.info.kind, out.len());
+        }
+        out
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {

@@ -426,6 +426,9 @@ fn element(
         (Some(_), Command::NEGOTIATE) => return Err(Fatal::PeerMisbehaved("second NEGOTIATE")),
         _ => {}
     }
+    if let Some(m) = &c.st.server.metrics {
+        m.request(hdr.command);
+    }
     if command == Command::CANCEL {
         cancel(c, hdr, enc);
         return Ok(None);
@@ -487,7 +490,7 @@ fn element(
         let job = *job;
         out.truncate(header_start);
         let async_id = c.async_id();
-        let p = Pending::new(hdr, async_id, (session_id, tree_id), enc.is_some(), AsyncWork::Job(job));
+        let p = Pending::new(hdr, now, async_id, (session_id, tree_id), enc.is_some(), AsyncWork::Job(job));
         c.pending.push(Pending { interim_at: Some(now + crate::job::INTERIM_DELAY), ..p });
         return Ok(None);
     }
@@ -553,9 +556,12 @@ fn element(
         out.truncate(header_start + HEADER_LEN);
         encode_error_body(out, &[]);
         // Its final answer, sent after the interim, echoes no priority bits.
-        c.pending.push(Pending { priority: 0, ..Pending::new(hdr, async_id, (session_id, tree_id), enc.is_some(), work) });
+        c.pending.push(Pending { priority: 0, ..Pending::new(hdr, now, async_id, (session_id, tree_id), enc.is_some(), work) });
     }
     rh.status = status.0;
+    if let (Some(m), false) = (&c.st.server.metrics, status == NtStatus::PENDING) {
+        m.response(hdr.command, status, now);
+    }
 
     let sign = should_sign(c, req, session_id, status, enc);
     if sign {
@@ -775,6 +781,9 @@ pub(crate) fn job_done(c: &mut Connection, done: crate::job::JobDone) {
         (_, Err(s)) => (Err(s), Vec::new()),
         (Work::Read(job), Ok(n)) => cmd::read::job_done(&mut c.st, job, n),
         (Work::Write { .. }, Ok(n)) => {
+            if let Some(m) = &c.st.server.metrics {
+                m.written(n);
+            }
             smbq_wire::write::encode_response(&mut body, n as u32);
             (Ok(NtStatus::SUCCESS), body)
         }
@@ -863,6 +872,9 @@ fn complete(c: &mut Connection, p: Pending, result: crate::dispatch::HResult, bo
 /// an interim went out, answers are async (MS-SMB2 3.3.4.2).
 fn late(c: &mut Connection, p: &Pending, status: NtStatus, interim: bool, mut out: Vec<u8>) {
     let enc = if p.encrypted { Some(p.session_id) } else { None };
+    if let (Some(m), false) = (&c.st.server.metrics, interim) {
+        m.response(p.command, status, p.arrived);
+    }
     let prefix = p.prefix();
     let first = interim || p.interim_at.is_some();
     let is_async = interim || p.interim_at.is_none();

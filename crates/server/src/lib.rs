@@ -20,6 +20,7 @@ pub mod dispatch;
 pub mod durable;
 pub mod files;
 pub mod job;
+pub mod metrics;
 pub mod notify;
 pub mod open;
 pub mod oplock;

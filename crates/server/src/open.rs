@@ -53,6 +53,8 @@ pub struct Open {
     pub written: bool,
     /// A POSIX open (crate::posix).
     pub posix: bool,
+    /// In the opens gauge while it lives.
+    pub counted: crate::metrics::Held,
 }
 
 impl Open {

@@ -208,6 +208,8 @@ pub struct Server {
     next_session_id: AtomicU64,
     pub connections: AtomicUsize,
     pub sessions: AtomicUsize,
+    /// What the engine counts, when `config.metrics` is set.
+    pub metrics: Option<crate::metrics::Metrics>,
     /// `limits.memory_budget`: bytes of received, not yet handled requests
     /// all connections together may hold (the transports take from it).
     pub memory: Arc<Semaphore>,
@@ -276,6 +278,7 @@ impl Server {
             next_session_id: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             sessions: AtomicUsize::new(0),
+            metrics: config.metrics.then(crate::metrics::Metrics::new),
             memory: Arc::new(Semaphore::new(config.limits.memory_budget.min(Semaphore::MAX_PERMITS))),
             mailboxes: Mutex::new(HashMap::new()),
             live_sessions: Mutex::new(HashMap::new()),
@@ -455,6 +458,19 @@ impl Server {
         }
         done.users_removed = gone;
         Ok(done)
+    }
+
+    /// A session was made (`true`) or forgotten: counted in
+    /// [`Server::sessions`] and the sessions gauge.
+    pub(crate) fn count_session(&self, made: bool) {
+        if made {
+            self.sessions.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.sessions.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(m) = &self.metrics {
+            m.sessions.increment(if made { 1.0 } else { -1.0 });
+        }
     }
 
     pub(crate) fn connection_id(&self) -> u64 {

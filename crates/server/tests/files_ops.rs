@@ -35,10 +35,15 @@ struct Client {
 
 impl Client {
     fn new() -> Client {
+        Client::with_metrics(false)
+    }
+
+    /// A client of a server that counts into the `metrics` recorder (when `metrics`).
+    fn with_metrics(metrics: bool) -> Client {
         let dir = tempfile::tempdir().unwrap();
         let mut users = UserDb::new();
         users.add("alice", "secret");
-        let mut config = ServerConfig { encrypt: smbq_server::EncryptPolicy::Off, ..Default::default() };
+        let mut config = ServerConfig { encrypt: smbq_server::EncryptPolicy::Off, metrics, ..Default::default() };
         config.shares.push(ShareConfig { encrypt: smbq_server::EncryptPolicy::Off, ..ShareConfig::new("share", dir.path()) });
         let srv = Arc::new(Server::new(config, users).unwrap());
         let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
@@ -273,6 +278,62 @@ fn create_write_read_close() {
     assert_eq!(c.write(r, 0, b"x"), NtStatus::ACCESS_DENIED);
     // Read longer than max I/O.
     assert_eq!(c.read(r, 0, 64 * 1024 * 1024).0, NtStatus::INVALID_PARAMETER);
+}
+
+/// The engine's counts, as a `metrics` recorder sees them (the debugging
+/// recorder: a snapshot reads each counter and gauge and sets it to 0).
+#[test]
+fn metrics_count_bytes_requests_errors_connections_sessions_and_opens() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use smbq_server::metrics::names;
+    type Snapshot = Vec<(metrics_util::CompositeKey, Option<metrics::Unit>, Option<metrics::SharedString>, DebugValue)>;
+    fn find<'a>(all: &'a Snapshot, name: &str, labels: &[(&str, &str)]) -> Option<&'a DebugValue> {
+        all.iter()
+            .find(|(k, ..)| {
+                let key = k.key();
+                key.name() == name && labels.iter().all(|(l, v)| key.labels().any(|kl| kl.key() == *l && kl.value() == *v))
+            })
+            .map(|(.., v)| v)
+    }
+    let counter = |n| Some(DebugValue::Counter(n));
+    let gauge = |g: f64| Some(DebugValue::Gauge(g.into()));
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let mut c = Client::with_metrics(true);
+        let fid = c.create("m.bin", GENERIC_READ | GENERIC_WRITE, ALL_SHARE, disposition::CREATE, 0).unwrap();
+        assert_eq!(c.write(fid, 0, &[7; 1000]), NtStatus::SUCCESS);
+        assert_eq!(c.read(fid, 10, 500), (NtStatus::SUCCESS, vec![7; 500]));
+        assert_eq!(c.read(fid, 1000, 10).0, NtStatus::END_OF_FILE);
+        assert_eq!(c.create("missing", GENERIC_READ, ALL_SHARE, disposition::OPEN, 0), Err(NtStatus::OBJECT_NAME_NOT_FOUND));
+        let all: Snapshot = snap.snapshot().into_vec();
+        let v = |name, labels: &[(&str, &str)]| find(&all, name, labels);
+        assert_eq!(v(names::WRITTEN_BYTES, &[]), counter(1000).as_ref());
+        assert_eq!(v(names::READ_BYTES, &[]), counter(500).as_ref());
+        assert_eq!(v(names::REQUESTS, &[("command", "WRITE")]), counter(1).as_ref());
+        assert_eq!(v(names::REQUESTS, &[("command", "READ")]), counter(2).as_ref());
+        assert_eq!(v(names::REQUESTS, &[("command", "CREATE")]), counter(2).as_ref());
+        assert!(matches!(v(names::REQUEST_DURATION, &[("command", "READ")]), Some(DebugValue::Histogram(h)) if h.len() == 2));
+        assert_eq!(v(names::ERRORS, &[("status", "STATUS_OBJECT_NAME_NOT_FOUND")]), counter(1).as_ref());
+        assert_eq!(v(names::ERRORS, &[("status", "STATUS_END_OF_FILE")]), counter(1).as_ref());
+        // The logon's MORE_PROCESSING_REQUIRED is no error.
+        assert_eq!(v(names::ERRORS, &[("status", "STATUS_MORE_PROCESSING_REQUIRED")]), None);
+        assert!(matches!(v(names::RECEIVED_BYTES, &[("transport", "tcp")]), Some(DebugValue::Counter(n)) if *n > 1000));
+        assert!(matches!(v(names::SENT_BYTES, &[("transport", "tcp")]), Some(DebugValue::Counter(n)) if *n > 500));
+        assert_eq!(v(names::CONNECTIONS_ACCEPTED, &[("transport", "tcp")]), counter(1).as_ref());
+        assert_eq!(v(names::CONNECTIONS, &[("transport", "tcp")]), gauge(1.0).as_ref());
+        assert_eq!(v(names::CONNECTIONS, &[("transport", "quic")]), gauge(0.0).as_ref());
+        assert_eq!(v(names::SESSIONS, &[]), gauge(1.0).as_ref());
+        assert_eq!(v(names::OPENS, &[]), gauge(1.0).as_ref());
+        // The connection goes with its session and open: each gauge down
+        // by one from the snapshot (which set it to 0).
+        drop(c);
+        let all: Snapshot = snap.snapshot().into_vec();
+        let v = |name, labels: &[(&str, &str)]| find(&all, name, labels);
+        assert_eq!(v(names::CONNECTIONS, &[("transport", "tcp")]), gauge(-1.0).as_ref());
+        assert_eq!(v(names::SESSIONS, &[]), gauge(-1.0).as_ref());
+        assert_eq!(v(names::OPENS, &[]), gauge(-1.0).as_ref());
+    });
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! ```toml
 //! tcp = "0.0.0.0:445"
 //! quic = "0.0.0.0:443"
+//! metrics = "127.0.0.1:9445"   # Prometheus /metrics (off when absent)
 //! no_tcp = false
 //! no_quic = false
 //! users = "/var/lib/smbq/users"
@@ -54,6 +55,8 @@ use std::time::Duration;
 pub struct FileConfig {
     pub tcp: Option<SocketAddr>,
     pub quic: Option<SocketAddr>,
+    /// `metrics = "ADDR:PORT"`: serve Prometheus metrics there (--metrics).
+    pub metrics: Option<SocketAddr>,
     pub no_tcp: Option<bool>,
     pub no_quic: Option<bool>,
     pub users: Option<PathBuf>,
@@ -256,6 +259,9 @@ mod tests {
         assert_eq!(c.limits.preauth_timeout_secs, 2);
         assert_eq!(c.limits.max_io, Limits::default().max_io);
         assert_eq!(c.quic.unwrap().port(), 8443);
+        assert_eq!(c.metrics, None, "no metrics unless asked");
+        let m: FileConfig = toml::from_str("metrics = \"127.0.0.1:9445\"\n").expect("metrics parses");
+        assert_eq!(m.metrics, Some(([127, 0, 0, 1], 9445).into()));
         assert!(c.quic_options.require_client_cert);
         assert!(c.quic_options.transport_security, "defaults fill the rest of the table");
         assert_eq!(c.quic_options.options().unwrap().keep_alive, None);

@@ -5,6 +5,7 @@ mod cert;
 mod client;
 mod config;
 mod logging;
+mod metrics;
 mod notify;
 mod reload;
 mod serve;

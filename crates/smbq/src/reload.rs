@@ -108,6 +108,7 @@ impl Reloader {
         if let (Some((certs, _)), Some(id)) = (&self.certs, identity) {
             let before = certs.leaf().map(|c| tls::fingerprint(&c));
             certs.replace(&id)?;
+            crate::metrics::certificate_in_use(&id.chain);
             if before.as_deref() != Some(id.fingerprint().as_str()) {
                 said.push(format!("certificate replaced: SHA-256 {}", id.fingerprint()));
             }

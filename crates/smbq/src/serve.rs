@@ -72,6 +72,16 @@ pub struct ServeArgs {
     /// Require SMB signing on every session.
     #[arg(long)]
     signing_required: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (off by default):
+    /// smbq_connections{transport}, smbq_connections_accepted_total{transport},
+    /// smbq_sessions, smbq_opens, smbq_requests_total{command},
+    /// smbq_request_duration_seconds{command}, smbq_errors_total{status},
+    /// smbq_read_bytes_total, smbq_written_bytes_total,
+    /// smbq_received_bytes_total{transport}, smbq_sent_bytes_total{transport},
+    /// smbq_quic_rtt_seconds, smbq_quic_lost_packets_total,
+    /// smbq_certificate_expiry_timestamp_seconds.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<SocketAddr>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -102,6 +112,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let ip = args.quic.or(file.quic).map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
         quic_opts.max_udp_payload = smbq_udp::mtu_upper_bound(ip);
     }
+    let metrics = args.metrics.or(file.metrics);
+    if let Some(addr) = metrics {
+        crate::metrics::install(addr)?;
+        eprintln!("metrics on http://{addr}/metrics");
+    }
     let config = ServerConfig {
         shares,
         limits: file.limits.clone(),
@@ -114,6 +129,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         interfaces: smbq_transport::interfaces::reachable(
             args.tcp.or(file.tcp).map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip()),
         ),
+        metrics: metrics.is_some(),
         ..ServerConfig::default()
     };
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
@@ -139,6 +155,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             id.cert_path.display(),
             id.fingerprint()
         );
+        crate::metrics::certificate_in_use(&id.chain);
         let mut fingerprints = Vec::new();
         for f in qs.client_fingerprints.iter().chain(&args.client_cert_fingerprint) {
             fingerprints.push(tls::parse_fingerprint(f).with_context(|| format!("bad client certificate fingerprint {f:?}"))?);

@@ -185,6 +185,36 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     let window = VarInt::from_u64(opts.connection_window).unwrap_or(VarInt::MAX);
     let opened = conn.clone();
     let on_logon = Box::new(move || opened.set_receive_window(window));
+    if server.metrics.is_some() {
+        tokio::spawn(sample_path(conn.clone()));
+    }
     serve_framed(Source::Quic(smbq_udp::StreamChunks::new(recv, opts.udp.clone())), FrameWriter::Quic(send), info, server, opts.send_timeout, on_logon).await;
     conn.close(VarInt::from_u32(0), b"");
+}
+
+/// How often [`sample_path`] samples a connection.
+const PATH_SAMPLE: Duration = Duration::from_secs(10);
+
+/// Record the connection's path RTT and packets lost into the metrics
+/// (smbq_server::metrics): when it starts, every [`PATH_SAMPLE`], and
+/// when it ends.
+async fn sample_path(conn: quinn::Connection) {
+    use smbq_server::metrics::names;
+    let rtt = metrics::histogram!(names::QUIC_RTT);
+    let lost = metrics::counter!(names::QUIC_LOST_PACKETS);
+    let mut counted = 0;
+    let mut tick = tokio::time::interval(PATH_SAMPLE);
+    loop {
+        let end = tokio::select! {
+            _ = conn.closed() => true,
+            _ = tick.tick() => false,
+        };
+        rtt.record(conn.rtt().as_secs_f64());
+        let now_lost = conn.stats().path.lost_packets;
+        lost.increment(now_lost.saturating_sub(counted));
+        counted = now_lost;
+        if end {
+            return;
+        }
+    }
 }

@@ -12,6 +12,10 @@ macro_rules! statuses {
             pub fn name(self) -> Option<&'static str> {
                 match self.0 { $($v => Some(stringify!($name)),)* _ => None }
             }
+            /// The name as MS-ERREF spells it (`STATUS_` and [`NtStatus::name`]).
+            pub fn status_name(self) -> Option<&'static str> {
+                match self.0 { $($v => Some(concat!("STATUS_", stringify!($name))),)* _ => None }
+            }
         }
     };
 }
@@ -114,8 +118,8 @@ impl NtStatus {
 
 impl fmt::Debug for NtStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => write!(f, "STATUS_{n}"),
+        match self.status_name() {
+            Some(n) => f.write_str(n),
             None => write!(f, "NtStatus({:#010x})", self.0),
         }
     }

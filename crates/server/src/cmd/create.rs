@@ -380,6 +380,7 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
         home: ctx.conn.id,
         written: false,
         posix: false,
+        counted: ctx.conn.server.metrics.as_ref().map_or(crate::metrics::Held::NONE, |m| crate::metrics::Held::new(&m.opens)),
     };
     ctx.conn.opens.insert(fid.volatile, open);
     ctx.related_file_id = Some(fid);

@@ -691,6 +691,7 @@ pub(crate) mod harness {
                 home: self.conn.st.id,
                 written: false,
                 posix: false,
+                counted: crate::metrics::Held::NONE,
             };
             self.conn.st.opens.insert(v, open);
             file_id

@@ -93,6 +93,9 @@ fn read_done(st: &mut ConnState, out: &mut Vec<u8>, head: usize, (len, minimum):
     if (n == 0 && len > 0) || n < minimum as usize {
         return Err(NtStatus::END_OF_FILE);
     }
+    if let Some(m) = &st.server.metrics {
+        m.read(n);
+    }
     set_data_len(out, head, n as u32);
     if n > 0 {
         if let Some(o) = st.opens.get_mut(&volatile) {

@@ -48,7 +48,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         sid = server.session_id();
         let s = Session::new(sid, ctx.conn.id, new_auth(), ctx.conn.preauth.clone(), server.random());
         ctx.conn.sessions.insert(sid, s);
-        server.sessions.fetch_add(1, Ordering::Relaxed);
+        server.count_session(true);
     }
     ctx.session_id = sid;
     let session = ctx.conn.sessions.get_mut(&sid).filter(|s| s.on(me)).ok_or(NtStatus::USER_SESSION_DELETED)?;

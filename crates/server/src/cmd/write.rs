@@ -107,6 +107,9 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Ok(NtStatus::PENDING);
     }
     h.write_vectored_at(&data, offset).map_err(NtStatus::from)?;
+    if let Some(m) = &ctx.conn.server.metrics {
+        m.written(len as usize);
+    }
     if write_through {
         h.sync().map_err(NtStatus::from)?;
     }
