@@ -72,6 +72,8 @@ pub struct ServeArgs {
     /// Require SMB signing on every session.
     #[arg(long)]
     signing_required: bool,
+    #[command(flatten)]
+    acme: crate::acme::AcmeArgs,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -125,6 +127,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
 
+    let mut acme = None;
+    let mut acme_task = None;
     let tls_config = if serve_quic {
         let cert = args.cert.clone().or(file.cert.clone());
         let key = args.key.clone().or(file.key.clone());
@@ -134,10 +138,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             _ => bail!("give both a certificate and its key"),
         };
         let sans: Vec<String> = file.san.iter().chain(&args.san).cloned().collect();
-        let (id, fresh) = tls::load_or_generate(&state_dir, given, &sans)?;
+        let (mut id, fresh) = tls::load_or_generate(&state_dir, given, &sans)?;
+        // ACME: a stored certificate still good is used at once; otherwise
+        // this one serves until the first order completes.
+        let mut acme_stored = None;
+        if let Some(cfg) = args.acme.config(&file, &state_dir)? {
+            let stored = crate::acme::usable_at_start(&crate::acme::Paths::new(&state_dir), &cfg.domains, std::time::SystemTime::now());
+            if let Some((stored_id, v)) = stored {
+                eprintln!("using ACME certificate {} valid until {}", stored_id.cert_path.display(), crate::acme::rfc3339(v.not_after));
+                id = stored_id;
+                acme_stored = Some(v);
+            }
+            acme = Some((cfg, acme_stored));
+        }
         eprintln!(
             "{} certificate {} SHA-256 {}",
-            if fresh { "generated" } else { "using" },
+            if fresh && acme.as_ref().is_none_or(|a| a.1.is_none()) { "generated" } else { "using" },
             id.cert_path.display(),
             id.fingerprint()
         );
@@ -153,10 +169,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         if access.require_cert && access.fingerprints.is_empty() && access.ca.is_none() {
             bail!("--require-client-cert needs --client-cert-fingerprint or --client-ca");
         }
-        Some(tls::server_config(tls::Certificates::new(&id)?, &access)?)
+        let certs = tls::Certificates::new(&id)?;
+        if let Some((cfg, current)) = acme.take() {
+            acme_task = Some((cfg, certs.clone(), current));
+        }
+        Some(tls::server_config(certs, &access)?)
     } else {
         None
     };
+    if !serve_quic && args.acme.config(&file, &state_dir)?.is_some() {
+        warn!("ACME certificates are for QUIC, which is off: not ordering any");
+    }
 
     // Busy connections work on blocking threads (smbq-transport); an
     // idle pool thread goes after 2 s, so the threads follow the load.
@@ -186,6 +209,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         }
         print_hints(&server, &addrs, &users_path, first_user.as_ref());
+        if let Some((cfg, certs, current)) = acme_task {
+            tokio::spawn(crate::acme::run(cfg, certs, current));
+        }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
