@@ -307,7 +307,9 @@ pub async fn run(cfg: AcmeConfig, certs: Arc<tls::Certificates>, mut current: Op
                     }
                     Err(e) => {
                         failures += 1;
-                        warn!("ACME: the new certificate cannot be used: {e}");
+                        let wait = backoff(failures);
+                        warn!("ACME: the new certificate cannot be used (retrying in {} s): {e}", wait.as_secs());
+                        tokio::time::sleep(wait).await;
                     }
                 },
                 Err(e) => {
