@@ -16,6 +16,8 @@ with `acme_ca_root`. The ACME options go through smbq's config file
   lifetime: the renewal (at 20 s) replaces the certificate while a `cat` over
   QUIC runs (throttled until then); the data arrives byte-exact, and a new
   connection sees the new leaf.
+- test_stored_certificate_is_used_at_start: a restart with the same state
+  directory serves the stored certificate at once and orders nothing.
 - test_failed_challenge_is_reported_and_retried: pebble validates against a
   port nobody answers; smbq logs the CA's reason and keeps serving its
   generated certificate; pebble restarted with the right port (it forgets
@@ -194,6 +196,7 @@ def test_certificate_from_pebble_verifies_over_quic(start_server, pebbles, https
 
     acme = srv.workdir / "state" / "acme"
     assert oct(acme.stat().st_mode & 0o777) == "0o700"
+    assert (acme / "cert.pem").read_text().startswith(f"Issued through the ACME directory {pebble.directory}\n")
     names = sorted(p.name for p in acme.iterdir())
     assert names == [f"account-127.0.0.1_{pebble.port}_dir.json", "cert.pem", "key.pem"], names
     for p in acme.iterdir():
@@ -288,3 +291,32 @@ def test_failed_challenge_is_reported_and_retried(start_server, pebbles, https_c
     r = smbq("ls", "--transport", "quic", "--ca-file", str(root), url(srv), srv=srv)
     assert r.returncode == 0, r.stderr
     assert cert_show(srv)["path"].endswith("acme/cert.pem")
+
+
+def test_stored_certificate_is_used_at_start(start_server, pebbles, https_ca, tmp_path):
+    tls_port = servers.free_port()
+    pebble = pebbles(servers.free_port(), servers.free_port(), tls_port=tls_port)
+    cfg = acme_config(pebble, https_ca, acme_tls_port=tls_port)
+    srv = start_server("smbq", "enc", config_toml=cfg)
+    (m,) = wait_log(srv, REPLACED)
+    assert srv.stop() == []
+    # The same state directory again: the certificate serves from the start, nothing ordered.
+    state, quic = srv.workdir / "state", servers.free_port()
+    (tmp_path / "smbq.toml").write_text(cfg)
+    proc = subprocess.Popen([str(servers.smbq_bin()), "serve", "--share", f"{srv.share}={srv.share_dir}",
+                             "--no-tcp", "--quic", f"127.0.0.1:{quic}", "--users", str(srv.workdir / "users"),
+                             "--state-dir", str(state), "--config", str(tmp_path / "smbq.toml")],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        log = servers.LogCollector(proc.stderr, tmp_path / "again.log", re.compile(r"listening on quic"))
+        assert log.ready.wait(30), log.text()
+        assert "using ACME certificate" in log.text(), log.text()
+        env = dict(os.environ, SMBQ_PASSWORD=srv.password)
+        r = subprocess.run([str(servers.smbq_bin()), "ls", "--transport", "quic", "--fingerprint", m.group(1),
+                            f"smb://{srv.user}@{NAME}:{quic}/{srv.share}/"], env=env, capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        time.sleep(1)
+        assert "ACME: created account" not in log.text() and "ACME: certificate replaced" not in log.text(), log.text()
+    finally:
+        proc.terminate()
+        proc.wait(10)

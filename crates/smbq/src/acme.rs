@@ -15,6 +15,7 @@
 //!   directory (`<directory>` is its URL with every character other than
 //!   letters, digits, `.` and `-` made `_`).
 //! - `key.pem`, `cert.pem`: the certificate's key and chain (leaf first).
+//!   The first line of `cert.pem` names the ACME directory it came from.
 //!   They change as a unit as `tls` changes its generated pair: `key.pem.new`
 //!   and `cert.pem.new` are written and fsynced, the directory fsynced, then
 //!   each renamed over its counterpart with the directory fsynced after
@@ -23,8 +24,8 @@
 //!
 //! # When
 //!
-//! On start a stored certificate whose names are exactly the configured
-//! domains and that is not due for renewal is served at once; otherwise the
+//! On start a stored certificate from the configured directory whose names
+//! are exactly the configured domains and that is not due for renewal is served at once; otherwise the
 //! configured (or generated) certificate is served until the first order
 //! completes. A certificate is due when a third of its lifetime is left
 //! ([`renew_at`]); a failed attempt is logged with the CA's reason and
@@ -230,10 +231,24 @@ pub fn load_stored(paths: &Paths) -> Option<(Identity, Validity)> {
     }
 }
 
-/// The stored certificate if it is for exactly `domains` and not yet due
-/// for renewal at `now`.
-pub fn usable_at_start(paths: &Paths, domains: &[String], now: SystemTime) -> Option<(Identity, Validity)> {
+/// The first line of `cert.pem` (explanatory text, which PEM readers skip,
+/// RFC 7468 section 5.2) names the ACME directory the certificate came from.
+const FROM: &str = "Issued through the ACME directory ";
+
+/// The ACME directory the stored certificate came from.
+pub fn stored_directory(paths: &Paths) -> Option<String> {
+    let text = std::fs::read_to_string(&paths.cert).ok()?;
+    text.lines().next()?.strip_prefix(FROM).map(|d| d.trim().to_string())
+}
+
+/// The stored certificate if it came from `directory`, is for exactly
+/// `domains` and is not yet due for renewal at `now`.
+pub fn usable_at_start(paths: &Paths, directory: &str, domains: &[String], now: SystemTime) -> Option<(Identity, Validity)> {
     let (id, v) = load_stored(paths)?;
+    if stored_directory(paths).as_deref() != Some(directory) {
+        info!("ACME: the stored certificate is not from {directory}: ordering a new one");
+        return None;
+    }
     if !v.covers_exactly(domains) {
         info!("ACME: the stored certificate names {:?}, not {:?}: ordering a new one", v.names, domains);
         return None;
@@ -265,8 +280,10 @@ fn with_new(path: &Path) -> PathBuf {
 
 /// Makes `key_pem` and `chain_pem` the stored pair, as one unit (see the
 /// module documentation).
-pub fn store_pair(paths: &Paths, key_pem: &[u8], chain_pem: &[u8]) -> anyhow::Result<()> {
+pub fn store_pair(paths: &Paths, directory: &str, key_pem: &[u8], chain_pem: &[u8]) -> anyhow::Result<()> {
     create_dir(&paths.dir)?;
+    let chain_pem = [format!("{FROM}{}\n", directory.replace(['\r', '\n'], "")).as_bytes(), chain_pem].concat();
+    let chain_pem = chain_pem.as_slice();
     let (key_new, cert_new) = (with_new(&paths.key), with_new(&paths.cert));
     state_file::write_synced(&key_new, key_pem, 0o600).with_context(|| format!("writing {}", key_new.display()))?;
     state_file::write_synced(&cert_new, chain_pem, 0o600).with_context(|| format!("writing {}", cert_new.display()))?;
@@ -466,7 +483,7 @@ pub async fn obtain(cfg: &AcmeConfig, paths: &Paths) -> anyhow::Result<(Identity
     };
     let leaf = chain.first().ok_or_else(|| anyhow!("the CA sent no certificate"))?;
     let v = Validity::of(leaf)?;
-    store_pair(paths, key_pem.as_bytes(), chain_pem.as_bytes())?;
+    store_pair(paths, &cfg.directory, key_pem.as_bytes(), chain_pem.as_bytes())?;
     let id = Identity::load(&paths.cert, &paths.key)?;
     Ok((id, v))
 }
@@ -727,7 +744,7 @@ mod tests {
                 .expect("params")
                 .self_signed(&kp)
                 .expect("cert");
-            store_pair(&paths, kp.serialize_pem().as_bytes(), cert.pem().as_bytes()).expect("store");
+            store_pair(&paths, LETS_ENCRYPT, kp.serialize_pem().as_bytes(), cert.pem().as_bytes()).expect("store");
             let (_, v) = load_stored(&paths).expect("stored pair");
             assert!(v.covers_exactly(&[format!("{}.EXAMPLE", n)]));
             assert!(!v.covers_exactly(&[format!("{n}.example"), "other.example".into()]));
@@ -756,12 +773,15 @@ mod tests {
         params.not_before = (now - Duration::from_secs(10 * DAY)).into();
         params.not_after = (now + Duration::from_secs(80 * DAY)).into();
         let cert = params.self_signed(&kp).expect("cert");
-        store_pair(&paths, kp.serialize_pem().as_bytes(), cert.pem().as_bytes()).expect("store");
+        store_pair(&paths, LETS_ENCRYPT, kp.serialize_pem().as_bytes(), cert.pem().as_bytes()).expect("store");
         let domains = vec!["smb.example".to_string()];
-        assert!(usable_at_start(&paths, &domains, now).is_some());
-        assert!(usable_at_start(&paths, &["other.example".to_string()], now).is_none());
+        assert!(usable_at_start(&paths, LETS_ENCRYPT, &domains, now).is_some());
+        assert_eq!(stored_directory(&paths).as_deref(), Some(LETS_ENCRYPT));
+        // From another CA (say, a staging one): ordered again.
+        assert!(usable_at_start(&paths, "https://acme-staging-v02.api.letsencrypt.org/directory", &domains, now).is_none());
+        assert!(usable_at_start(&paths, LETS_ENCRYPT, &["other.example".to_string()], now).is_none());
         // 60 of 90 days gone: due.
-        assert!(usable_at_start(&paths, &domains, now + Duration::from_secs(51 * DAY)).is_none());
+        assert!(usable_at_start(&paths, LETS_ENCRYPT, &domains, now + Duration::from_secs(51 * DAY)).is_none());
     }
 
     #[test]

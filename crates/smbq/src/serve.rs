@@ -143,7 +143,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // this one serves until the first order completes.
         let mut acme_stored = None;
         if let Some(cfg) = args.acme.config(&file, &state_dir)? {
-            let stored = crate::acme::usable_at_start(&crate::acme::Paths::new(&state_dir), &cfg.domains, std::time::SystemTime::now());
+            let stored = crate::acme::usable_at_start(&crate::acme::Paths::new(&state_dir), &cfg.directory, &cfg.domains, std::time::SystemTime::now());
             if let Some((stored_id, v)) = stored {
                 eprintln!("using ACME certificate {} valid until {}", stored_id.cert_path.display(), crate::acme::rfc3339(v.not_after));
                 id = stored_id;
