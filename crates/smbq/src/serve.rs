@@ -73,7 +73,7 @@ pub struct ServeArgs {
     #[arg(long)]
     signing_required: bool,
     #[command(flatten)]
-    acme: crate::acme::AcmeArgs,
+    acme: Box<crate::acme::AcmeArgs>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -127,7 +127,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
 
-    let mut acme = None;
     let mut acme_task = None;
     let tls_config = if serve_quic {
         let cert = args.cert.clone().or(file.cert.clone());
@@ -141,7 +140,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let (mut id, fresh) = tls::load_or_generate(&state_dir, given, &sans)?;
         // ACME: a stored certificate still good is used at once; otherwise
         // this one serves until the first order completes.
-        let mut acme_stored = None;
+        let (mut acme, mut acme_stored) = (None, None);
         if let Some(cfg) = args.acme.config(&file, &state_dir)? {
             let stored = crate::acme::usable_at_start(&crate::acme::Paths::new(&state_dir), &cfg.directory, &cfg.domains, std::time::SystemTime::now());
             if let Some((stored_id, v)) = stored {
@@ -170,7 +169,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             bail!("--require-client-cert needs --client-cert-fingerprint or --client-ca");
         }
         let certs = tls::Certificates::new(&id)?;
-        if let Some((cfg, current)) = acme.take() {
+        if let Some((cfg, current)) = acme {
             acme_task = Some((cfg, certs.clone(), current));
         }
         Some(tls::server_config(certs, &access)?)
