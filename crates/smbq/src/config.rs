@@ -14,6 +14,12 @@
 //! cert = "/etc/smbq/cert.pem"  # PEM chain; default: generated in STATE_DIR/tls
 //! key = "/etc/smbq/key.pem"
 //! san = ["files.example.org"]  # extra names for a generated certificate
+//! acme_domain = ["files.example.org"]  # get and renew the certificate from an ACME CA
+//! acme_directory = "https://acme-v02.api.letsencrypt.org/directory"
+//! acme_email = "admin@example.org"
+//! acme_ca_root = "/etc/smbq/acme-ca.pem"  # trust this root (only) for the ACME server's HTTPS
+//! acme_tls_port = 443          # TLS-ALPN-01 on this TCP port (default); or:
+//! acme_http_port = 80          # HTTP-01 on this TCP port
 //! [[share]]
 //! name = "data"
 //! path = "/srv/data"
@@ -68,6 +74,14 @@ pub struct FileConfig {
     pub key: Option<PathBuf>,
     #[serde(default)]
     pub san: Vec<String>,
+    /// ACME (see `smbq serve --help`): the names to get a certificate for.
+    #[serde(default)]
+    pub acme_domain: Vec<String>,
+    pub acme_directory: Option<String>,
+    pub acme_email: Option<String>,
+    pub acme_ca_root: Option<PathBuf>,
+    pub acme_http_port: Option<u16>,
+    pub acme_tls_port: Option<u16>,
     #[serde(default)]
     pub share: Vec<ShareConfig>,
     #[serde(default)]

@@ -1,6 +1,7 @@
 //! `smbq`: serve directories over SMB 3.1.1 on QUIC and TCP, manage users
 //! and the certificate; and as a client: copy files, list, and mount a share.
 
+mod acme;
 mod cert;
 mod client;
 mod config;

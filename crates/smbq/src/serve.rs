@@ -82,6 +82,8 @@ pub struct ServeArgs {
     /// smbq_certificate_expiry_timestamp_seconds.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    acme: Box<crate::acme::AcmeArgs>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -135,6 +137,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
 
     let mut cert_source = None;
+    let mut acme_task = None;
     let tls_config = if serve_quic {
         let cert = args.cert.clone().or(file.cert.clone());
         let key = args.key.clone().or(file.key.clone());
@@ -144,14 +147,26 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             _ => bail!("give both a certificate and its key"),
         };
         let sans: Vec<String> = file.san.iter().chain(&args.san).cloned().collect();
-        let (id, fresh) = tls::load_or_generate(&state_dir, given, &sans)?;
+        let (mut id, fresh) = tls::load_or_generate(&state_dir, given, &sans)?;
+        // ACME: a stored certificate still good is used at once; otherwise
+        // this one serves until the first order completes.
+        let (mut acme, mut acme_stored) = (None, None);
+        if let Some(cfg) = args.acme.config(&file, &state_dir)? {
+            let stored = crate::acme::usable_at_start(&crate::acme::Paths::new(&state_dir), &cfg.directory, &cfg.domains, std::time::SystemTime::now());
+            if let Some((stored_id, v)) = stored {
+                eprintln!("using ACME certificate {} valid until {}", stored_id.cert_path.display(), crate::acme::rfc3339(v.not_after));
+                id = stored_id;
+                acme_stored = Some(v);
+            }
+            acme = Some((cfg, acme_stored));
+        }
         let source = match given {
             Some((c, k)) => crate::reload::CertSource::Files { cert: c.to_path_buf(), key: k.to_path_buf() },
             None => crate::reload::CertSource::Generated { state_dir: state_dir.clone(), sans },
         };
         eprintln!(
             "{} certificate {} SHA-256 {}",
-            if fresh { "generated" } else { "using" },
+            if fresh && acme.as_ref().is_none_or(|a| a.1.is_none()) { "generated" } else { "using" },
             id.cert_path.display(),
             id.fingerprint()
         );
@@ -169,7 +184,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             bail!("--require-client-cert needs --client-cert-fingerprint or --client-ca");
         }
         let certs = tls::Certificates::new(&id)?;
-        cert_source = Some((Arc::clone(&certs), source));
+        match acme {
+            Some((cfg, current)) => acme_task = Some((cfg, certs.clone(), current)),
+            // Without ACME a reload reads the certificate files again.
+            None => cert_source = Some((Arc::clone(&certs), source)),
+        }
         Some(tls::server_config(certs, &access)?)
     } else {
         None
@@ -185,6 +204,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         certs: cert_source,
         generation: 0,
     };
+    if !serve_quic && args.acme.config(&file, &state_dir)?.is_some() {
+        warn!("ACME certificates are for QUIC, which is off: not ordering any");
+    }
 
     // Busy connections work on blocking threads (smbq-transport); an
     // idle pool thread goes after 2 s, so the threads follow the load.
@@ -218,6 +240,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         }
         print_hints(&server, &addrs, &users_path, first_user.as_ref());
+        if let Some((cfg, certs, current)) = acme_task {
+            tokio::spawn(crate::acme::run(cfg, certs, current));
+        }
         // Ready only once SIGTERM is ours: systemd may stop us right after.
         let listening: Vec<String> = addrs.iter().map(|(kind, addr)| format!("{kind} {addr}")).collect();
         let status = format!("listening on {}", listening.join(", "));
