@@ -37,6 +37,13 @@ pub fn cc_info(st: &FileStat) -> CcInfo {
     }
 }
 
+/// The POSIX create context's data in a CREATE response for `st`.
+pub fn cc_context(st: &FileStat) -> Vec<u8> {
+    let mut out = Vec::new();
+    cc_info(st).encode(&mut out);
+    out
+}
+
 /// FILE_POSIX_INFORMATION of `st` (inode and device 0 where the file
 /// system shows none, as Samba shows the share root's `..`).
 pub fn info(st: &FileStat) -> PosixInfo {

@@ -414,7 +414,7 @@ impl Server {
     }
 
     pub fn share(&self, name: &str) -> Option<Arc<Share>> {
-        self.shares().into_iter().find(|s| s.name.eq_ignore_ascii_case(name))
+        self.shares.read().unwrap_or_else(|p| p.into_inner()).iter().find(|s| s.name.eq_ignore_ascii_case(name)).cloned()
     }
 
     /// The shares now, IPC$ last.
@@ -503,7 +503,7 @@ impl Server {
     /// Some share offers the SMB3 POSIX extensions: NEGOTIATE agrees to
     /// them when asked.
     pub fn has_posix_share(&self) -> bool {
-        self.shares().iter().any(|s| s.posix.is_some())
+        self.shares.read().unwrap_or_else(|p| p.into_inner()).iter().any(|s| s.posix.is_some())
     }
 
     pub fn now(&self) -> u64 {

@@ -901,10 +901,7 @@ pub(crate) fn set_attributes(h: &PosixFile, attributes: u32) -> Result<(), FsErr
     let old = dos_info(fd);
     // A reparse point stays one (FSCTL_DELETE_REPARSE_POINT removes it).
     let reparse = old.and_then(|d| d.attributes).unwrap_or(0) & FILE_ATTRIBUTE_REPARSE_POINT;
-    let info = DosInfo {
-        attributes: Some(attributes & STORED_ATTRIBUTES | reparse),
-        creation_time: Some(old.and_then(|d| d.creation_time).unwrap_or_else(|| birth_time(&x))),
-    };
+    let info = stored_dos_info(&x, old, attributes & STORED_ATTRIBUTES | reparse);
     match set_dos_info(fd, &info) {
         Err(Errno::OPNOTSUPP) => {}
         r => return r.map_err(err),
@@ -1012,11 +1009,14 @@ fn mark_reparse(fd: BorrowedFd<'_>, on: bool) -> Result<(), FsError> {
     let old = dos_info(fd);
     let shown = to_stat(&x, old, (0, file_type(&x))).attributes & STORED_ATTRIBUTES;
     let attributes = if on { shown | FILE_ATTRIBUTE_REPARSE_POINT } else { shown };
-    let info = DosInfo {
-        attributes: Some(attributes),
-        creation_time: Some(old.and_then(|d| d.creation_time).unwrap_or_else(|| birth_time(&x))),
-    };
-    set_dos_info(fd, &info).map_err(err)
+    set_dos_info(fd, &stored_dos_info(&x, old, attributes)).map_err(err)
+}
+
+/// `user.DOSATTRIB` holding `attributes`, with the creation time as it
+/// reads now (the stored one, else the birth time), so that it moves with
+/// the file to Samba too.
+fn stored_dos_info(x: &Statx, old: Option<DosInfo>, attributes: u32) -> DosInfo {
+    DosInfo { attributes: Some(attributes), creation_time: Some(old.and_then(|d| d.creation_time).unwrap_or_else(|| birth_time(x))) }
 }
 
 /// See [`crate::Handle::set_reparse_point`].

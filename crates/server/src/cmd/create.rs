@@ -346,10 +346,9 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
     let data = lease_ctx.map(|l| l.encode());
     let mut list: Vec<(&[u8], &[u8])> = data.iter().map(|d| (ctx_name::LEASE, d.as_slice())).collect();
     // A POSIX open stays one, and says so as its CREATE did.
-    let mut cc = Vec::new();
-    if posix_open && r.context(&smbq_wire::posix::TAG).is_some() {
-        crate::posix::cc_info(&st).encode(&mut cc);
-        list.push((&smbq_wire::posix::TAG, &cc));
+    let cc = (posix_open && r.context(&smbq_wire::posix::TAG).is_some()).then(|| crate::posix::cc_context(&st));
+    if let Some(cc) = &cc {
+        list.push((&smbq_wire::posix::TAG, cc));
     }
     CreateResponse { oplock_level: level, ..response(&meta(&st), CreateAction::Opened, fid) }.encode(ctx.out, header_start, &list);
     Ok(NtStatus::SUCCESS)
@@ -919,9 +918,7 @@ fn open_file(
         contexts.push((ctx_name::QUERY_ON_DISK_ID, on_disk_id_data(st.file_id, volume).to_vec()));
     }
     if posix.is_some() {
-        let mut cc = Vec::new();
-        crate::posix::cc_info(&st).encode(&mut cc);
-        contexts.push((&smbq_wire::posix::TAG, cc));
+        contexts.push((&smbq_wire::posix::TAG, crate::posix::cc_context(&st)));
     }
     let lease_data = lease_ctx.map(|l| l.encode());
     if let Some(d) = &lease_data {

@@ -167,27 +167,26 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
                     out.bytes(data.get(..max).unwrap_or(&data));
                     Ok(if data.len() > max { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
                 }
-                //= MS-FSA 2.1.5.10.37
-                //# FSCTL_SET_REPARSE_POINT needs FILE_WRITE_DATA or
-                //# FILE_WRITE_ATTRIBUTES (as Samba asks); the buffer is
-                //# kept as Samba keeps it (smbq_vfs::Handle::set_reparse_point).
-                fsctl::SET_REPARSE_POINT => {
+                //= MS-FSA 2.1.5.10.37, 2.1.5.10.8
+                //# FSCTL_SET_REPARSE_POINT and FSCTL_DELETE_REPARSE_POINT
+                //# need FILE_WRITE_DATA or FILE_WRITE_ATTRIBUTES (as Samba
+                //# asks). A set buffer is kept as Samba keeps it
+                //# (smbq_vfs::Handle::set_reparse_point); a delete names
+                //# the tag with a ReparseDataLength of 0, else
+                //# STATUS_IO_REPARSE_DATA_INVALID.
+                fsctl::SET_REPARSE_POINT | fsctl::DELETE_REPARSE_POINT => {
                     if o.access & (access::FILE_WRITE_DATA | access::FILE_WRITE_ATTRIBUTES) == 0 || o.share.read_only() {
                         return Err(NtStatus::ACCESS_DENIED);
                     }
-                    h.set_reparse_point(r.input).map(|()| NtStatus::SUCCESS).map_err(NtStatus::from)
-                }
-                //= MS-FSA 2.1.5.10.8
-                //# FSCTL_DELETE_REPARSE_POINT: a header with the tag and a
-                //# ReparseDataLength of 0, else STATUS_IO_REPARSE_DATA_INVALID.
-                fsctl::DELETE_REPARSE_POINT => {
-                    if o.access & (access::FILE_WRITE_DATA | access::FILE_WRITE_ATTRIBUTES) == 0 || o.share.read_only() {
-                        return Err(NtStatus::ACCESS_DENIED);
-                    }
-                    match smbq_wire::posix::split_reparse_buffer(r.input) {
-                        Ok((tag, [])) => h.delete_reparse_point(tag).map(|()| NtStatus::SUCCESS).map_err(NtStatus::from),
-                        _ => Err(NtStatus::IO_REPARSE_DATA_INVALID),
-                    }
+                    let done = if code == fsctl::SET_REPARSE_POINT {
+                        h.set_reparse_point(r.input)
+                    } else {
+                        match smbq_wire::posix::split_reparse_buffer(r.input) {
+                            Ok((tag, [])) => h.delete_reparse_point(tag),
+                            _ => return Err(NtStatus::IO_REPARSE_DATA_INVALID),
+                        }
+                    };
+                    done.map(|()| NtStatus::SUCCESS).map_err(NtStatus::from)
                 }
                 //= MS-FSCC 2.3.10
                 //# Files are never compressed: COMPRESSION_FORMAT_NONE.
