@@ -25,7 +25,7 @@ fn server() -> Arc<Server> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
+    let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 };
     let mut conn = Connection::new(server(), info, Instant::now());
     let mut rest = data;
     while rest.len() >= 4 {

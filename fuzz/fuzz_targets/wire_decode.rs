@@ -20,6 +20,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = smbq_wire::create::CreateRequest::decode(data);
     let _ = smbq_wire::create::decode_contexts(data);
     let _ = negotiate::decode_contexts(data, 8);
+    if let Some(n) = smbq_wire::multistream::decode(data) {
+        assert_eq!(smbq_wire::multistream::decode(&smbq_wire::multistream::encode(n)), Some(n));
+    }
     let _ = smbq_wire::write::WriteRequest::decode(data);
     // A head of which `more` bytes follow elsewhere.
     let more = data.first().map_or(0, |&b| usize::from(b) << 8);

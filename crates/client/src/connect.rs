@@ -72,7 +72,13 @@ pub struct ConnectOptions {
     /// Offer the SMB3 POSIX extensions; where the server agrees for the
     /// share ([`crate::share::Share::posix`]), every CREATE carries the POSIX create context.
     pub posix: bool,
+    /// Streams to offer over QUIC in smbq's multi-stream extension
+    /// (`docs/multistream.md`); 1: not offered.
+    pub quic_streams: u16,
 }
+
+/// Streams our client offers over QUIC by default.
+pub const DEFAULT_QUIC_STREAMS: u16 = 4;
 
 impl Default for ConnectOptions {
     fn default() -> Self {
@@ -87,6 +93,7 @@ impl Default for ConnectOptions {
             encrypt: false,
             response_timeout: Duration::from_secs(60),
             posix: false,
+            quic_streams: DEFAULT_QUIC_STREAMS,
         }
     }
 }
@@ -134,6 +141,9 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
         client.core.client_guid = g;
     }
     client.core.offer_posix = o.posix;
+    if t == Transport::Quic {
+        client.core.offer_streams = o.quic_streams;
+    }
     let logon = async {
         client.negotiate(t == Transport::Quic).await?;
         client.login_as(&o.user, &o.domain, &o.password).await?;

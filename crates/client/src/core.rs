@@ -5,7 +5,7 @@ use smbq_auth::ClientAuth;
 use smbq_crypto::{derive_keys, Cipher, PreauthHash, Sealer, Signer, SigningAlgorithm, TRANSFORM_HEADER_LEN};
 use smbq_wire::header::{flags, HEADER_LEN};
 use smbq_wire::negotiate::{ctx, decode_id_list, encode_request, security_mode, ACCEPT_TRANSPORT_LEVEL_SECURITY};
-use smbq_wire::{posix, transform, Command, Dialect, Header, NtStatus, Put, Reader};
+use smbq_wire::{multistream, posix, transform, Command, Dialect, Header, NtStatus, Put, Reader};
 
 use crate::ClientError;
 
@@ -44,6 +44,11 @@ pub struct Core {
     pub offer_posix: bool,
     /// The server answered the POSIX negotiate context with its tag.
     pub posix: bool,
+    /// Streams to offer in smbq's multi-stream negotiate context
+    /// (`docs/multistream.md`; QUIC only); 1: not offered.
+    pub offer_streams: u16,
+    /// Streams the server agreed to (1 when it did not answer).
+    pub streams: u16,
 }
 
 /// The most credits this client keeps: a server granting more (65535 on
@@ -85,6 +90,8 @@ impl Core {
             outstanding: Default::default(),
             offer_posix: false,
             posix: false,
+            offer_streams: 1,
+            streams: 1,
         }
     }
 
@@ -286,6 +293,9 @@ impl Core {
         if self.offer_posix {
             ctxs.push((posix::NEGOTIATE_CONTEXT, posix::TAG.to_vec()));
         }
+        if self.offer_streams > 1 {
+            ctxs.push((multistream::NEGOTIATE_CONTEXT, multistream::encode(self.offer_streams)));
+        }
         let mut m = vec![0u8; HEADER_LEN];
         encode_request(&mut m, 0, &DIALECTS, security_mode::SIGNING_ENABLED, 0x44, self.client_guid, &ctxs);
         m.split_off(HEADER_LEN)
@@ -330,6 +340,10 @@ impl Core {
                     ctx::TRANSPORT_CAPABILITIES => self.transport_security = true,
                     // Only an answer to our offer, carrying the one variant we know.
                     posix::NEGOTIATE_CONTEXT => self.posix = self.offer_posix && c.data == posix::TAG,
+                    // Never more than offered (a server that grants more is held to the offer).
+                    multistream::NEGOTIATE_CONTEXT if self.offer_streams > 1 => {
+                        self.streams = multistream::decode(c.data).map_or(1, |n| n.min(self.offer_streams));
+                    }
                     _ => {}
                 }
             }

@@ -9,6 +9,7 @@ pub mod connect;
 pub mod core;
 pub mod srvsvc;
 pub mod share;
+mod streams;
 pub mod url;
 
 use crate::core::{check, Core};
@@ -60,12 +61,18 @@ enum Reader {
     Tcp(BufReader<tokio::net::tcp::OwnedReadHalf>),
     /// A large response's payload stays in quinn's chunks.
     Quic(StreamChunks),
+    /// Several QUIC streams, read by a task each ([`streams`]).
+    Streams(tokio::sync::mpsc::Receiver<streams::Incoming>),
+    /// Between the two above, or after a failed switch.
+    Gone,
 }
 
 enum Writer {
     Tcp(tokio::net::tcp::OwnedWriteHalf),
     /// Frames go to quinn as `Bytes`, without another copy.
     Quic(quinn::SendStream),
+    Streams(streams::Streams),
+    Gone,
 }
 
 pub struct Client {
@@ -125,7 +132,7 @@ impl Client {
         use std::os::fd::AsRawFd;
         match &self.wr {
             Writer::Tcp(w) => Some(w.as_ref().as_raw_fd()),
-            Writer::Quic(_) => None,
+            _ => None,
         }
     }
 
@@ -141,26 +148,89 @@ impl Client {
         Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None, response_timeout: None })
     }
 
-    /// One message, framed (MS-SMB2 2.1).
+    /// One message, framed (MS-SMB2 2.1), on the control stream.
     pub async fn send(&mut self, msg: Vec<u8>) -> Result<(), ClientError> {
-        self.send_parts(msg, Bytes::new()).await
+        self.send_on(streams::CONTROL, msg).await
+    }
+
+    /// One message on `stream` (0, the control stream, unless several
+    /// streams were agreed: see [`Client::streams`]).
+    pub async fn send_on(&mut self, stream: u16, msg: Vec<u8>) -> Result<(), ClientError> {
+        self.send_parts(stream, msg, Bytes::new()).await
     }
 
     /// One message made of `head` and then `tail`, framed; on QUIC neither
     /// is copied again.
-    async fn send_parts(&mut self, head: Vec<u8>, tail: Bytes) -> Result<(), ClientError> {
+    async fn send_parts(&mut self, stream: u16, head: Vec<u8>, tail: Bytes) -> Result<(), ClientError> {
         let prefix = framing::prefix(head.len() + tail.len());
-        match &mut self.wr {
+        let quic = match &mut self.wr {
             Writer::Tcp(w) => {
                 w.write_all(&prefix).await?;
                 w.write_all(&head).await?;
                 w.write_all(&tail).await?;
+                return Ok(());
             }
-            Writer::Quic(s) => {
-                let mut chunks = [Bytes::copy_from_slice(&prefix), Bytes::from(head), tail];
-                s.write_all_chunks(&mut chunks).await.map_err(|e| ClientError::Quic(e.to_string()))?;
-            }
+            Writer::Quic(s) => s,
+            Writer::Streams(s) => s.send_half(stream)?,
+            Writer::Gone => return Err(ClientError::Quic("the connection's streams are gone".into())),
+        };
+        let mut chunks = [Bytes::copy_from_slice(&prefix), Bytes::from(head), tail];
+        quic.write_all_chunks(&mut chunks).await.map_err(|e| ClientError::Quic(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Streams this connection uses (1 unless smbq's multi-stream
+    /// extension was agreed).
+    pub fn streams(&self) -> usize {
+        match &self.wr {
+            Writer::Streams(s) => s.len(),
+            _ => 1,
         }
+    }
+
+    /// Give up stream `stream` (multi-stream only; not the control
+    /// stream): see `docs/multistream.md`, "Lost streams". Answers the
+    /// server could not send on it come on the control stream; those it
+    /// had sent may be lost.
+    pub fn reset_stream(&mut self, stream: u16) {
+        if let Writer::Streams(s) = &mut self.wr {
+            s.reset(stream);
+        }
+    }
+
+    /// The stream for a request `command` with `body`: its open's, or the
+    /// next in turn (always 0 with one stream).
+    fn stream_for(&mut self, command: Command, body: &[u8]) -> u16 {
+        match &mut self.wr {
+            Writer::Streams(s) if command != Command::SESSION_SETUP && command != Command::LOGOFF => match streams::open_of(command, body) {
+                Some(v) => s.for_open(v),
+                None => s.any(),
+            },
+            _ => 0,
+        }
+    }
+
+    /// The stream for the `k`th piece of a striped READ or WRITE.
+    fn stripe(&self, k: u64) -> u16 {
+        match &self.wr {
+            Writer::Streams(s) => s.stripe(k),
+            _ => 0,
+        }
+    }
+
+    /// After NEGOTIATE agreed several streams (QUIC only): open them.
+    async fn open_streams(&mut self) -> Result<(), ClientError> {
+        let n = self.core.streams;
+        let Some((_, conn)) = &self.quic else { return Ok(()) };
+        if n < 2 {
+            return Ok(());
+        }
+        let (Reader::Quic(rd), Writer::Quic(wr)) = (std::mem::replace(&mut self.rd, Reader::Gone), std::mem::replace(&mut self.wr, Writer::Gone)) else {
+            return Err(ClientError::Protocol("several streams agreed on a connection that is not QUIC".into()));
+        };
+        let (s, rx) = streams::Streams::open(conn, wr, rd, n).await?;
+        self.rd = Reader::Streams(rx);
+        self.wr = Writer::Streams(s);
         Ok(())
     }
 
@@ -245,6 +315,11 @@ impl Client {
                 let (head, tail) = rd.next_message(frame_len).await?.ok_or_else(eof)?;
                 (Vec::from(head), tail)
             }
+            Reader::Streams(rx) => {
+                let (_, head, tail) = rx.recv().await.ok_or_else(eof)??;
+                (head, tail)
+            }
+            Reader::Gone => return Err(eof()),
         };
         if !transform::is_transform(&m) {
             return Ok((m, tail, false));
@@ -258,13 +333,14 @@ impl Client {
     pub async fn call(&mut self, command: Command, charge: u16, body: &[u8]) -> Result<(Header, Vec<u8>), ClientError> {
         // An error when short of credits with nothing in flight to bring more.
         self.core.may_send(charge)?;
+        let stream = self.stream_for(command, body);
         let (_, m) = self.core.request(command, charge, body);
-        self.exchange(command, m).await
+        self.exchange(stream, command, m).await
     }
 
-    /// Send a built request `m` and return its checked response.
-    async fn exchange(&mut self, command: Command, m: Vec<u8>) -> Result<(Header, Vec<u8>), ClientError> {
-        self.send(m).await?;
+    /// Send a built request `m` on `stream` and return its checked response.
+    async fn exchange(&mut self, stream: u16, command: Command, m: Vec<u8>) -> Result<(Header, Vec<u8>), ClientError> {
+        self.send_on(stream, m).await?;
         let r = self.recv().await?;
         Ok((check(&r, command)?, r))
     }
@@ -275,7 +351,8 @@ impl Client {
         self.core.hash(&m);
         self.send(m).await?;
         let r = self.recv().await?;
-        self.core.on_negotiate(&r)
+        self.core.on_negotiate(&r)?;
+        self.open_streams().await
     }
 
     pub async fn login(&mut self, user: &str, password: &str) -> Result<(), ClientError> {
@@ -348,8 +425,9 @@ impl Client {
     pub async fn write(&mut self, fid: FileId, offset: u64, data: &[u8]) -> Result<u32, ClientError> {
         let req = smbq_wire::write::WriteRequest { offset, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data };
         self.core.may_send(charge(data.len()))?;
+        let stream = self.stripe(fid.volatile);
         let (_, m) = self.core.request_with(Command::WRITE, charge(data.len()), write_body_len(data), |b| req.encode(b));
-        let (_, r) = self.exchange(Command::WRITE, m).await?;
+        let (_, r) = self.exchange(stream, Command::WRITE, m).await?;
         smbq_wire::write::decode_response(&r).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
@@ -414,13 +492,14 @@ impl Client {
                     return Err(ClientError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("the source gave {} bytes at {off}, not {len}", c.len()))));
                 }
                 let req = smbq_wire::write::WriteRequest { offset: off, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data: &c };
+                let stream = self.stripe(sent);
                 let id = if self.core.protects(Command::WRITE) {
                     let (id, m) = self.core.request_with(Command::WRITE, charge(len), write_body_len(&c), |b| req.encode(b));
-                    self.send(m).await?;
+                    self.send_on(stream, m).await?;
                     id
                 } else {
                     let (id, head) = self.core.request_with(Command::WRITE, charge(len), smbq_wire::write::HEAD_LEN, |b| req.encode_head(b));
-                    self.send_parts(head, c).await?;
+                    self.send_parts(stream, head, c).await?;
                     id
                 };
                 lens.insert(id, (off, len as u32));
@@ -471,8 +550,9 @@ impl Client {
                 let req = smbq_wire::read::ReadRequest { length: len, offset: off, file_id: fid, ..Default::default() };
                 let mut b = Vec::new();
                 req.encode(&mut b);
+                let stream = self.stripe(sent);
                 let (id, m) = self.core.request(Command::READ, charge(len as usize), &b);
-                self.send(m).await?;
+                self.send_on(stream, m).await?;
                 ids.push((id, off, len));
                 sent += 1;
             }

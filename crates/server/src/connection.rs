@@ -37,6 +37,10 @@ pub struct TransportInfo {
     pub local: Option<SocketAddr>,
     /// The transport encrypts and authenticates the server (TLS 1.3 in QUIC).
     pub secure: bool,
+    /// The most bidirectional streams the transport carries for this
+    /// connection: 1 (TCP; QUIC as MS-SMB2 2.1 has it), or more where smbq's
+    /// multi-stream extension may be agreed (`smbq_wire::multistream`).
+    pub streams: u16,
 }
 
 /// What NEGOTIATE settled (MS-SMB2 3.3.1.7).
@@ -57,6 +61,9 @@ pub struct Negotiated {
     /// The SMB3 POSIX extensions agreed (smbq_wire::posix): CREATEs with
     /// the POSIX create context on a `posix` share are POSIX opens.
     pub posix: bool,
+    /// Streams agreed by the multi-stream extension (`docs/multistream.md`);
+    /// 1 when it was not.
+    pub streams: u16,
 }
 
 /// Why the connection must end. Fatal stays fatal.
@@ -212,6 +219,8 @@ pub(crate) struct Pending {
     pub priority: u32,
     /// When the request reached the engine (its latency ends with the final answer).
     pub arrived: Instant,
+    /// The stream the request came on, where its final answer goes.
+    pub stream: u16,
 }
 
 impl Pending {
@@ -235,6 +244,7 @@ impl Pending {
             credits_asked: hdr.credits,
             priority: hdr.flags & flags::PRIORITY_MASK,
             arrived: now,
+            stream: CONTROL_STREAM,
         }
     }
 
@@ -245,13 +255,21 @@ impl Pending {
     }
 }
 
+/// The control stream of smbq's multi-stream extension: the connection's
+/// first (and, without the extension, only) stream.
+pub const CONTROL_STREAM: u16 = 0;
+
 pub struct Connection {
     pub(crate) st: ConnState,
     pub(crate) credits: Credits,
     pub(crate) pending: Vec<Pending>,
     next_async_id: u64,
-    out: VecDeque<Vec<u8>>,
-    held: VecDeque<Vec<u8>>,
+    /// Framed answers, each with the stream it goes on.
+    out: VecDeque<(u16, Vec<u8>)>,
+    held: VecDeque<(u16, Vec<u8>)>,
+    /// Where answers queued now go: the stream of the message being
+    /// handled (see [`Connection::handle_frame_on`]).
+    pub(crate) stream: u16,
     created: Instant,
     last_activity: Instant,
     closed: bool,
@@ -289,6 +307,7 @@ impl Connection {
             credits,
             pending: Vec::new(),
             next_async_id: 0,
+            stream: CONTROL_STREAM,
             out: VecDeque::new(),
             held: VecDeque::new(),
             created: now,
@@ -319,13 +338,38 @@ impl Connection {
     /// message is joined into one buffer and handled as
     /// [`Connection::handle_message`] does.
     pub fn handle_frame(&mut self, now: Instant, head: &mut [u8], tail: &[Bytes]) -> Result<(), Fatal> {
+        self.handle_frame_on(now, CONTROL_STREAM, head, tail)
+    }
+
+    /// [`Connection::handle_frame`] for a message that came on `stream`
+    /// (smbq's multi-stream extension, `docs/multistream.md`): its answer
+    /// goes back on that stream, and so does the final answer of a request
+    /// that goes async; interim answers and breaks go on the control
+    /// stream, 0. The transport only opens streams past the first once
+    /// [`Connection::streams`] says they were agreed.
+    pub fn handle_frame_on(&mut self, now: Instant, stream: u16, head: &mut [u8], tail: &[Bytes]) -> Result<(), Fatal> {
         if self.closed {
             return Err(Fatal::Closed);
         }
         if let Some(m) = &self.st.server.metrics {
             m.received(self.st.info.kind, 4 + head.len() + tail.iter().map(|t| t.len()).sum::<usize>());
         }
-        self.with_client(|c| c.frame(now, head, tail))
+        let r = self.on_stream(stream, |c| c.with_client(|c| c.frame(now, head, tail)));
+        r
+    }
+
+    /// Run `f` with answers it queues going on `stream`.
+    pub(crate) fn on_stream<R>(&mut self, stream: u16, f: impl FnOnce(&mut Connection) -> R) -> R {
+        let was = std::mem::replace(&mut self.stream, stream);
+        let r = f(self);
+        self.stream = was;
+        r
+    }
+
+    /// The streams agreed for this connection: 1 until NEGOTIATE agreed
+    /// smbq's multi-stream extension (`docs/multistream.md`).
+    pub fn streams(&self) -> u16 {
+        self.st.neg.as_ref().map_or(1, |n| n.streams)
     }
 
     /// Run `f` with the client's tables in [`ConnState`] and the client
@@ -396,17 +440,24 @@ impl Connection {
         if let Some(p) = buf.get_mut(..4) {
             p.copy_from_slice(&framing::prefix(len));
         }
+        let item = (self.stream, buf);
         if self.st.delay_until.is_some() {
-            self.held.push_back(buf);
+            self.held.push_back(item);
         } else {
-            self.out.push_back(buf);
+            self.out.push_back(item);
         }
     }
 
     /// Next frame to send, with its 4-byte Direct TCP prefix.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.poll_transmit_on().map(|(_, m)| m)
+    }
+
+    /// [`Connection::poll_transmit`] with the stream the frame goes on
+    /// (always 0 unless the multi-stream extension was agreed).
+    pub fn poll_transmit_on(&mut self) -> Option<(u16, Vec<u8>)> {
         let out = self.out.pop_front();
-        if let (Some(m), Some(out)) = (&self.st.server.metrics, &out) {
+        if let (Some(m), Some((_, out))) = (&self.st.server.metrics, &out) {
             m.sent(self.st.info.kind, out.len());
         }
         out

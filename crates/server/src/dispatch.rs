@@ -5,7 +5,7 @@
 
 use crate::cmd;
 use bytes::Bytes;
-use crate::connection::{ConnState, Connection, Fatal, Pending};
+use crate::connection::{ConnState, Connection, Fatal, Pending, CONTROL_STREAM};
 use crate::open::Open;
 use crate::session::{Session, SessionState};
 use crate::tree::Tree;
@@ -491,7 +491,7 @@ fn element(
         out.truncate(header_start);
         let async_id = c.async_id();
         let p = Pending::new(hdr, now, async_id, (session_id, tree_id), enc.is_some(), AsyncWork::Job(job));
-        c.pending.push(Pending { interim_at: Some(now + crate::job::INTERIM_DELAY), ..p });
+        c.pending.push(Pending { interim_at: Some(now + crate::job::INTERIM_DELAY), stream: c.stream, ..p });
         return Ok(None);
     }
     let result = match result {
@@ -556,7 +556,7 @@ fn element(
         out.truncate(header_start + HEADER_LEN);
         encode_error_body(out, &[]);
         // Its final answer, sent after the interim, echoes no priority bits.
-        c.pending.push(Pending { priority: 0, ..Pending::new(hdr, now, async_id, (session_id, tree_id), enc.is_some(), work) });
+        c.pending.push(Pending { priority: 0, stream: c.stream, ..Pending::new(hdr, now, async_id, (session_id, tree_id), enc.is_some(), work) });
     }
     rh.status = status.0;
     if let (Some(m), false) = (&c.st.server.metrics, status == NtStatus::PENDING) {
@@ -846,7 +846,7 @@ fn send_break(c: &mut Connection, volatile: u64, body: impl FnOnce(&mut Vec<u8>)
     };
     h.encode(&mut out);
     body(&mut out);
-    finish(c, out, &[(prefix, None)], encrypt.then_some(sid));
+    c.on_stream(CONTROL_STREAM, |c| finish(c, out, &[(prefix, None)], encrypt.then_some(sid)));
 }
 
 /// Send the final response of an async operation. `body` is either empty
@@ -903,7 +903,10 @@ fn late(c: &mut Connection, p: &Pending, status: NtStatus, interim: bool, mut ou
     if let Some(dst) = out.get_mut(prefix..prefix + HEADER_LEN) {
         dst.copy_from_slice(&h);
     }
-    finish(c, out, &[(prefix, signed.then_some(p.session_id))], enc);
+    // Interim answers go on the control stream, final ones on the
+    // request's (docs/multistream.md).
+    let stream = if interim { CONTROL_STREAM } else { p.stream };
+    c.on_stream(stream, |c| finish(c, out, &[(prefix, signed.then_some(p.session_id))], enc));
 }
 
 #[cfg(test)]

@@ -31,5 +31,5 @@ pub mod session;
 pub mod tree;
 
 pub use config::{check_range, EncryptPolicy, Limits, NetInterface, ServerConfig, ShareConfig};
-pub use connection::{Connection, Fatal, TransportInfo, TransportKind};
+pub use connection::{Connection, Fatal, TransportInfo, TransportKind, CONTROL_STREAM};
 pub use server::{Server, Sources};

@@ -46,7 +46,7 @@ impl Client {
         let mut config = ServerConfig { encrypt: smbq_server::EncryptPolicy::Off, metrics, ..Default::default() };
         config.shares.push(ShareConfig { encrypt: smbq_server::EncryptPolicy::Off, ..ShareConfig::new("share", dir.path()) });
         let srv = Arc::new(Server::new(config, users).unwrap());
-        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 };
         let mut c = Client { conn: Connection::new(srv.clone(), info, Instant::now()), srv, dir, next_id: 0, session_id: 0, tree_id: 0 };
         c.login();
         c
@@ -54,7 +54,7 @@ impl Client {
 
     /// A second client connection to the same server (its `dir` is unused).
     fn peer(&self) -> Client {
-        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 };
         let conn = Connection::new(self.srv.clone(), info, Instant::now());
         let mut c = Client { conn, srv: self.srv.clone(), dir: tempfile::tempdir().unwrap(), next_id: 0, session_id: 0, tree_id: 0 };
         c.login();

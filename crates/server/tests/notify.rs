@@ -37,7 +37,7 @@ impl Client {
         let mut config = ServerConfig { shares: vec![ShareConfig::new("share", dir.path())], ..ServerConfig::default() };
         config.limits.failed_logon_delay_ms = 0;
         let server = Arc::new(Server::new(config, users).expect("server"));
-        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 };
         let mut c = Client { conn: Connection::new(server, info, Instant::now()), dir, next_id: 0, session_id: 0, tree_id: 0 };
 
         let mut m = vec![0u8; HEADER_LEN];

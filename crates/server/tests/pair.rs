@@ -39,7 +39,7 @@ fn server(encrypt: smbq_server::EncryptPolicy) -> (Arc<Server>, tempfile::TempDi
 }
 
 fn info() -> TransportInfo {
-    TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false }
+    TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 }
 }
 
 impl Pair {

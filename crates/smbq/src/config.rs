@@ -44,6 +44,7 @@
 //! congestion = "cubic"         # or "bbr" (lossy paths), "newreno"
 //! endpoints = 2                # QUIC endpoints on the port (SO_REUSEPORT, steered by connection ID); default: cores, at most 8
 //! max_udp_payload = 0          # MTU discovery's upper bound; 0: 65507 on loopback, else 1452 (8972 for jumbo frames)
+//! max_streams = 16             # streams per connection with smbq's multi-stream extension (docs/multistream.md); 1 = off
 //! require_client_cert = false
 //! client_fingerprints = ["AB:CD:..."]   # SHA-256 of allowed client certificates
 //! client_ca = "/etc/smbq/clients-ca.pem"
@@ -105,6 +106,8 @@ pub struct QuicSection {
     /// Upper bound of path MTU discovery, UDP payload bytes; 0: 65,507 when
     /// QUIC listens on loopback, else 1452 (smbq_udp::mtu_upper_bound).
     pub max_udp_payload: u16,
+    /// Streams per connection under smbq's multi-stream extension; 1: off.
+    pub max_streams: u16,
     pub require_client_cert: bool,
     pub client_fingerprints: Vec<String>,
     pub client_ca: Option<PathBuf>,
@@ -123,6 +126,7 @@ impl Default for QuicSection {
             congestion: "cubic".into(),
             endpoints: d.endpoints,
             max_udp_payload: 0,
+            max_streams: d.max_streams,
             require_client_cert: false,
             client_fingerprints: Vec::new(),
             client_ca: None,
@@ -145,8 +149,10 @@ impl QuicSection {
         if self.max_udp_payload != 0 {
             range("max_udp_payload", self.max_udp_payload.into(), 1200, smbq_udp::MAX_DATAGRAM.into())?;
         }
+        range("max_streams", self.max_streams.into(), 1, smbq_transport::quic::MAX_STREAMS.into())?;
         let congestion = self.congestion.parse().map_err(|e| format!("[quic_options] congestion: {e}"))?;
         Ok(QuicOptions {
+            max_streams: self.max_streams,
             congestion,
             idle_timeout: Duration::from_secs(self.idle_timeout_secs),
             keep_alive: (self.keep_alive_secs > 0).then(|| Duration::from_secs(self.keep_alive_secs)),
@@ -284,7 +290,7 @@ mod tests {
         assert_eq!(bbr.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Bbr));
         let udp: FileConfig = toml::from_str("[quic_options]\nmax_udp_payload = 8972\n").expect("parses");
         assert_eq!(udp.quic_options.options().map(|o| o.max_udp_payload), Ok(8972));
-        for bad in ["idle_timeout_secs = 0", "keep_alive_secs = 500", "stream_window = 10", "udp_buffer = 1", "congestion = \"reno\"", "endpoints = 0", "endpoints = 257", "max_udp_payload = 1000", "max_udp_payload = 65508"] {
+        for bad in ["idle_timeout_secs = 0", "keep_alive_secs = 500", "stream_window = 10", "udp_buffer = 1", "congestion = \"reno\"", "endpoints = 0", "endpoints = 257", "max_streams = 0", "max_streams = 257", "max_udp_payload = 1000", "max_udp_payload = 65508"] {
             let c: FileConfig = toml::from_str(&format!("[quic_options]\n{bad}\n")).unwrap();
             let e = c.quic_options.options().expect_err(bad);
             assert!(e.contains(bad.split(' ').next().unwrap()), "{e}");

@@ -21,7 +21,7 @@ pub mod tls;
 
 use bytes::{Buf, Bytes, BytesMut};
 use smbq_server::job::JobDone;
-use smbq_server::{Connection, Server, TransportInfo};
+use smbq_server::{Connection, Server, TransportInfo, CONTROL_STREAM};
 use smbq_udp::StreamChunks;
 use smbq_wire::framing::{frame_len, FrameError};
 use std::net::SocketAddr;
@@ -47,6 +47,8 @@ const READ_AHEAD: usize = 64 * 1024;
 /// large frame over QUIC, see [`StreamChunks`]), and the share of the
 /// memory budgets it holds until the engine has handled it.
 pub(crate) struct Frame {
+    /// The stream it came on (0 but with smbq's multi-stream extension).
+    stream: u16,
     head: BytesMut,
     tail: Vec<Bytes>,
     _held: Held,
@@ -150,26 +152,68 @@ fn announced_len(prefix: [u8; 4], max: usize, peer: Option<SocketAddr>) -> Optio
     }
 }
 
-/// Where framed requests come from.
 /// Where a connection's bytes come from.
 pub(crate) enum Source {
     /// A TCP socket (a duplicate of its fd; the writer has the other),
     /// which the engine reads itself.
     Tcp(std::net::TcpStream),
-    /// The QUIC stream, which a reader task cuts into frames.
-    Quic(StreamChunks),
+    /// The QUIC connection's first stream, which a reader task cuts into
+    /// frames, and the connection, whose further streams are accepted
+    /// once the multi-stream extension is agreed (see [`accept_streams`]).
+    Quic(StreamChunks, quinn::Connection),
 }
 
 /// Cut a QUIC stream into frames for the engine until the peer ends it,
-/// breaks the framing or the limits, or the engine is gone.
-async fn read_quic(mut rd: StreamChunks, tx: mpsc::Sender<Frame>, adm: Arc<Admission>, peer: Option<SocketAddr>) {
+/// breaks the framing or the limits, or the engine is gone. A message
+/// not wholly received when the stream ends is dropped.
+async fn read_quic(mut rd: StreamChunks, stream: u16, tx: mpsc::Sender<Frame>, adm: Arc<Admission>, peer: Option<SocketAddr>) {
     while let Some(prefix) = rd.next_prefix().await {
         let Some(len) = announced_len(prefix, adm.max_frame(), peer) else { return };
         let Some(held) = adm.admit(len).await else { return };
         let Some((head, tail)) = rd.next_body(len).await else { return };
-        if tx.send(Frame { head, tail, _held: held }).await.is_err() {
+        if tx.send(Frame { stream, head, tail, _held: held }).await.is_err() {
             return;
         }
+    }
+}
+
+/// Accept the streams past the first that smbq's multi-stream extension
+/// allows (`docs/multistream.md`), once [`Hooks::on_streams`] has raised
+/// quinn's stream limit to the number agreed: each gets stream number
+/// 1, 2, ... (in the order accepted), a reader like the first's, and its
+/// send half goes to the writer. At most `agreed - 1` streams are
+/// accepted over the connection's life; then the peer gets no more stream
+/// credit. The readers end with this task (aborted with the control
+/// stream's reader).
+async fn accept_streams(
+    conn: quinn::Connection,
+    agreed: tokio::sync::oneshot::Receiver<u16>,
+    sends: mpsc::UnboundedSender<(u16, quinn::SendStream)>,
+    (tx, adm, udp, peer): (mpsc::Sender<Frame>, Arc<Admission>, Arc<smbq_udp::Counters>, Option<SocketAddr>),
+) {
+    let Ok(agreed) = agreed.await else { return };
+    let mut readers = tokio::task::JoinSet::new();
+    for stream in 1..agreed {
+        let Ok((send, recv)) = conn.accept_bi().await else { break };
+        if sends.send((stream, send)).is_err() {
+            break;
+        }
+        debug!(?peer, stream, "stream accepted");
+        readers.spawn(read_quic(StreamChunks::new(recv, Arc::clone(&udp)), stream, tx.clone(), Arc::clone(&adm), peer));
+        if stream + 1 == agreed {
+            conn.set_max_concurrent_bi_streams(quinn::VarInt::from_u32(0));
+        }
+    }
+    drop(tx);
+    while readers.join_next().await.is_some() {}
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -280,7 +324,7 @@ impl TcpInput {
             if self.acc.len() >= want {
                 if let Some((len, held)) = self.body.take() {
                     self.acc.advance(4);
-                    return Some(Event::Frame(Some(Frame { head: self.acc.split_to(len), tail: Vec::new(), _held: held })));
+                    return Some(Event::Frame(Some(Frame { stream: CONTROL_STREAM, head: self.acc.split_to(len), tail: Vec::new(), _held: held })));
                 }
             }
             // Nothing is allocated before the peer sends (an idle connection
@@ -340,11 +384,61 @@ pub(crate) enum FrameWriter {
     /// while nothing waits here (see [`Direct`]).
     Tcp(AsyncFd<Arc<std::net::TcpStream>>),
     /// QUIC takes each frame as `Bytes` without another copy.
-    Quic(quinn::SendStream),
+    Quic(QuicStreams),
+}
+
+/// The send halves of a QUIC connection's streams: the first, and those
+/// [`accept_streams`] adds. A stream the peer stopped (STOP_SENDING or a
+/// reset stream) is gone: what would go on it goes on the control stream
+/// instead, so no answer and none of the credits it grants are lost
+/// (`docs/multistream.md`, "Lost streams").
+pub(crate) struct QuicStreams {
+    streams: Vec<Option<quinn::SendStream>>,
+    added: mpsc::UnboundedReceiver<(u16, quinn::SendStream)>,
+}
+
+impl QuicStreams {
+    /// The first stream's; [`serve_framed`] connects `added` to [`accept_streams`].
+    pub(crate) fn new(first: quinn::SendStream) -> QuicStreams {
+        QuicStreams { streams: vec![Some(first)], added: mpsc::unbounded_channel().1 }
+    }
+
+    async fn send(&mut self, stream: u16, frame: Vec<u8>) -> std::io::Result<()> {
+        // A stream is added before its reader starts, so before any answer
+        // to a request on it is queued.
+        while let Ok((n, s)) = self.added.try_recv() {
+            let i = usize::from(n);
+            if self.streams.len() <= i {
+                self.streams.resize_with(i + 1, || None);
+            }
+            self.streams[i] = Some(s);
+        }
+        let frame = Bytes::from(frame);
+        let i = usize::from(stream);
+        if let Some(s) = self.streams.get_mut(i).filter(|_| i != 0).and_then(Option::as_mut) {
+            match s.write_chunk(frame.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    debug!(stream, error = %e, "stream gone; its answers go on the control stream");
+                    self.streams[i] = None;
+                }
+            }
+        }
+        match self.streams.first_mut().and_then(Option::as_mut) {
+            Some(s) => s.write_chunk(frame).await.map_err(std::io::Error::other),
+            None => Err(std::io::Error::other("no control stream")),
+        }
+    }
+
+    fn finish(&mut self) {
+        for s in self.streams.iter_mut().flatten() {
+            let _ = s.finish();
+        }
+    }
 }
 
 impl FrameWriter {
-    async fn send(&mut self, frame: Vec<u8>) -> std::io::Result<()> {
+    async fn send(&mut self, stream: u16, frame: Vec<u8>) -> std::io::Result<()> {
         match self {
             FrameWriter::Tcp(w) => {
                 let mut done = 0;
@@ -362,13 +456,13 @@ impl FrameWriter {
                 }
                 Ok(())
             }
-            FrameWriter::Quic(s) => s.write_chunk(Bytes::from(frame)).await.map_err(std::io::Error::other),
+            FrameWriter::Quic(s) => s.send(stream, frame).await,
         }
     }
 
-    async fn finish(&mut self) {
+    fn finish(&mut self) {
         if let FrameWriter::Quic(s) = self {
-            let _ = s.finish();
+            s.finish();
         }
     }
 
@@ -426,20 +520,29 @@ pub fn keep_large_buffers_on_heap() {
     }
 }
 
+/// What the engine tells the transport, on the engine's thread.
+#[derive(Default)]
+pub(crate) struct Hooks {
+    /// The connection first has an authenticated session: QUIC opens its
+    /// flow-control window then.
+    pub on_logon: Option<Box<dyn FnOnce() + Send>>,
+    /// NEGOTIATE agreed this many streams (more than one): QUIC raises its
+    /// stream limit and accepts them.
+    pub on_streams: Option<Box<dyn FnOnce(u16) + Send>>,
+}
+
 /// Serve one SMB connection over a byte stream until either side ends it.
-/// `on_logon` runs (on the engine's thread) when the connection first has
-/// an authenticated session: QUIC opens its flow-control window then.
 pub(crate) async fn serve_framed(
     source: Source,
     mut wr: FrameWriter,
     info: TransportInfo,
     server: Arc<Server>,
     send_timeout: Duration,
-    on_logon: Box<dyn FnOnce() + Send>,
+    mut hooks: Hooks,
 ) {
     let peer = info.peer;
     let adm = Arc::new(Admission::new(&server));
-    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
+    let (out_tx, mut out_rx) = mpsc::channel::<(u16, Vec<u8>)>(QUEUE);
     let (input, reader) = match source {
         Source::Tcp(sock) => match Wake::new() {
             Ok(wake) => {
@@ -451,16 +554,35 @@ pub(crate) async fn serve_framed(
                 return;
             }
         },
-        Source::Quic(stream) => {
+        Source::Quic(stream, conn) => {
             let (in_tx, in_rx) = mpsc::channel::<Frame>(QUEUE);
-            (Input::Frames(in_rx), Some(tokio::spawn(read_quic(stream, in_tx, Arc::clone(&adm), peer))))
+            let FrameWriter::Quic(streams) = &mut wr else { return };
+            let (sends_tx, sends_rx) = mpsc::unbounded_channel();
+            streams.added = sends_rx;
+            let (agreed_tx, agreed_rx) = tokio::sync::oneshot::channel();
+            let more = AbortOnDrop(tokio::spawn(accept_streams(
+                conn.clone(),
+                agreed_rx,
+                sends_tx,
+                (in_tx.clone(), Arc::clone(&adm), stream.counters(), peer),
+            )));
+            hooks.on_streams = Some(Box::new(move |n| {
+                conn.set_max_concurrent_bi_streams(quinn::VarInt::from(n));
+                let _ = agreed_tx.send(n);
+            }));
+            let first = read_quic(stream, CONTROL_STREAM, in_tx, Arc::clone(&adm), peer);
+            // The control stream's end ends the others' readers too.
+            (Input::Frames(in_rx), Some(tokio::spawn(async move {
+                let _more = more;
+                first.await;
+            })))
         }
     };
     let queued = Arc::new(AtomicUsize::new(0));
     let direct = wr.direct(&queued);
     let mut writer = tokio::spawn(async move {
-        while let Some(frame) = out_rx.recv().await {
-            let sent = tokio::time::timeout(send_timeout, wr.send(frame)).await;
+        while let Some((stream, frame)) = out_rx.recv().await {
+            let sent = tokio::time::timeout(send_timeout, wr.send(stream, frame)).await;
             queued.fetch_sub(1, Ordering::Release);
             match sent {
                 Ok(Ok(())) => {}
@@ -474,9 +596,9 @@ pub(crate) async fn serve_framed(
                 }
             }
         }
-        wr.finish().await;
+        wr.finish();
     });
-    let mut engine = tokio::spawn(run_engine(server, info, input, (out_tx, direct), adm, on_logon));
+    let mut engine = tokio::spawn(run_engine(server, info, input, (out_tx, direct), adm, hooks));
     // Whichever side ends first ends the connection: the engine stops when
     // the writer is gone (or its reader, which is stopped then), and a
     // finished engine closes the writer's input.
@@ -514,10 +636,10 @@ struct Engine {
     conn: Connection,
     input: Input,
     peer: Option<SocketAddr>,
-    tx: mpsc::Sender<Vec<u8>>,
+    tx: mpsc::Sender<(u16, Vec<u8>)>,
     direct: Option<Direct>,
     adm: Arc<Admission>,
-    on_logon: Option<Box<dyn FnOnce() + Send>>,
+    hooks: Hooks,
     notices: Arc<tokio::sync::Notify>,
     /// Jobs done on the blocking pool come back here.
     done_tx: mpsc::UnboundedSender<JobDone>,
@@ -621,10 +743,15 @@ impl Engine {
                     Ok(())
                 }
                 Event::Frame(Some(mut f)) => {
-                    let r = self.conn.handle_frame(Instant::now(), &mut f.head, &f.tail);
+                    let r = self.conn.handle_frame_on(Instant::now(), f.stream, &mut f.head, &f.tail);
                     if self.adm.note_logon(&self.conn) {
-                        if let Some(f) = self.on_logon.take() {
+                        if let Some(f) = self.hooks.on_logon.take() {
                             f();
+                        }
+                    }
+                    if self.conn.streams() > 1 {
+                        if let Some(f) = self.hooks.on_streams.take() {
+                            f(self.conn.streams());
                         }
                     }
                     r
@@ -647,7 +774,7 @@ impl Engine {
                     }
                 });
             }
-            while let Some(out) = self.conn.poll_transmit() {
+            while let Some((stream, out)) = self.conn.poll_transmit_on() {
                 let left = match &self.direct {
                     Some(d) => match d.try_send(out) {
                         Ok(left) => left,
@@ -659,7 +786,7 @@ impl Engine {
                     if let Some(d) = &self.direct {
                         d.queued.fetch_add(1, Ordering::AcqRel);
                     }
-                    if self.tx.blocking_send(out).is_err() {
+                    if self.tx.blocking_send((stream, out)).is_err() {
                         return Some("peer stopped reading".to_string());
                     }
                 }
@@ -684,9 +811,9 @@ async fn run_engine(
     server: Arc<Server>,
     info: TransportInfo,
     input: Input,
-    (tx, direct): (mpsc::Sender<Vec<u8>>, Option<Direct>),
+    (tx, direct): (mpsc::Sender<(u16, Vec<u8>)>, Option<Direct>),
     adm: Arc<Admission>,
-    on_logon: Box<dyn FnOnce() + Send>,
+    hooks: Hooks,
 ) {
     let peer = info.peer;
     let mut conn = Connection::new(server, info, Instant::now());
@@ -695,7 +822,7 @@ async fn run_engine(
     let notices = Arc::new(tokio::sync::Notify::new());
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let mut engine =
-        Engine { conn, input, peer, tx, direct, adm, on_logon: Some(on_logon), notices, done_tx, done_rx };
+        Engine { conn, input, peer, tx, direct, adm, hooks, notices, done_tx, done_rx };
     let (n, wake) = (Arc::clone(&engine.notices), engine.wake());
     engine.conn.set_waker(Arc::new(move || {
         n.notify_one();

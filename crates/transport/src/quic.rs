@@ -5,9 +5,12 @@
 //!
 //! `connection` is the one place that maps QUIC streams to the engine: one
 //! bidirectional stream per connection; the peer may not open more (the
-//! stream limits say so and quinn closes a connection that ignores them).
+//! stream limits say so and quinn closes a connection that ignores them)
+//! unless NEGOTIATE agreed smbq's multi-stream extension
+//! (`docs/multistream.md`), when it may open up to the number agreed
+//! (see `accept_streams` in lib.rs).
 
-use crate::{serve_framed, FrameWriter, Source, SEND_TIMEOUT};
+use crate::{serve_framed, FrameWriter, Hooks, QuicStreams, Source, SEND_TIMEOUT};
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
 pub use smbq_udp::{reuseport::MAX_ENDPOINTS, Congestion};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
@@ -52,7 +55,15 @@ pub struct QuicOptions {
     /// Send as if the kernel had no UDP GSO: batches go out with
     /// sendmmsg(2) (tests and `smbq-bench --no-gso`).
     pub no_gso: bool,
+    /// The most streams one connection may use under smbq's multi-stream
+    /// extension (`docs/multistream.md`); 1 turns the extension off.
+    pub max_streams: u16,
 }
+
+/// Streams per connection under the multi-stream extension, by default,
+/// and at most (each may hold a stream window of unread bytes).
+pub const DEFAULT_MAX_STREAMS: u16 = 16;
+pub const MAX_STREAMS: u16 = 256;
 
 impl Default for QuicOptions {
     fn default() -> Self {
@@ -70,6 +81,7 @@ impl Default for QuicOptions {
             congestion: Congestion::default(),
             endpoints: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
             no_gso: false,
+            max_streams: DEFAULT_MAX_STREAMS,
         }
     }
 }
@@ -181,14 +193,15 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
             return;
         }
     };
-    let info = TransportInfo { kind: TransportKind::Quic, peer: Some(peer), local, secure: true };
+    let info = TransportInfo { kind: TransportKind::Quic, peer: Some(peer), local, secure: true, streams: opts.max_streams.max(1) };
     let window = VarInt::from_u64(opts.connection_window).unwrap_or(VarInt::MAX);
     let opened = conn.clone();
-    let on_logon = Box::new(move || opened.set_receive_window(window));
+    let hooks = Hooks { on_logon: Some(Box::new(move || opened.set_receive_window(window))), on_streams: None };
     if server.metrics.is_some() {
         tokio::spawn(sample_path(conn.clone()));
     }
-    serve_framed(Source::Quic(smbq_udp::StreamChunks::new(recv, opts.udp.clone())), FrameWriter::Quic(send), info, server, opts.send_timeout, on_logon).await;
+    let source = Source::Quic(smbq_udp::StreamChunks::new(recv, opts.udp.clone()), conn.clone());
+    serve_framed(source, FrameWriter::Quic(QuicStreams::new(send)), info, server, opts.send_timeout, hooks).await;
     conn.close(VarInt::from_u32(0), b"");
 }
 

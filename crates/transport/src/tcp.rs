@@ -1,6 +1,6 @@
 //! SMB2 over Direct TCP (MS-SMB2 2.1): a 4-byte prefix per message.
 
-use crate::{serve_framed, FrameWriter, Source, SEND_TIMEOUT};
+use crate::{serve_framed, FrameWriter, Hooks, Source, SEND_TIMEOUT};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,8 +54,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>) {
             return;
         }
     };
-    let info = TransportInfo { kind: TransportKind::Tcp, peer: Some(peer), local, secure: false };
-    serve_framed(Source::Tcp(rd), FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT, Box::new(|| {})).await;
+    let info = TransportInfo { kind: TransportKind::Tcp, peer: Some(peer), local, secure: false, streams: 1 };
+    serve_framed(Source::Tcp(rd), FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT, Hooks::default()).await;
 }
 
 /// A peer that vanishes without a FIN (a laptop that sleeps or roams, a

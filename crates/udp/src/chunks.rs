@@ -57,6 +57,11 @@ impl StreamChunks {
         StreamChunks { stream, buf: ChunkQueue::default(), counters }
     }
 
+    /// Where this stream counts what it copies (for the connection's other streams).
+    pub fn counters(&self) -> Arc<crate::Counters> {
+        Arc::clone(&self.counters)
+    }
+
     /// Count what `buf` copied since the last call.
     fn count(&mut self) {
         let n = std::mem::take(&mut self.buf.copied);

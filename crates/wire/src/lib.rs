@@ -30,6 +30,7 @@ pub mod fscc;
 pub mod ea;
 pub mod security;
 pub mod posix;
+pub mod multistream;
 pub mod ndr;
 pub mod dcerpc;
 pub mod srvsvc;

@@ -239,7 +239,7 @@ impl Harness {
     pub fn new() -> Option<Harness> {
         let (srv, _) = server();
         let now = Instant::now();
-        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false };
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 };
         let mut h = Harness {
             conn: Connection::new(srv.clone(), info, now),
             now,

@@ -618,7 +618,7 @@ pub(crate) mod harness {
         let share = ShareConfig { encrypt: EncryptPolicy::Off, ..ShareConfig::new("data", dir.path()) };
         let cfg = ServerConfig { shares: vec![share], interfaces, ..Default::default() };
         let server = Arc::new(Server::new(cfg, UserDb::new()).unwrap());
-        let info = TransportInfo { kind: TransportKind::Tcp, peer: Some("127.0.0.1:50000".parse().unwrap()), local: None, secure: false };
+        let info = TransportInfo { kind: TransportKind::Tcp, peer: Some("127.0.0.1:50000".parse().unwrap()), local: None, secure: false, streams: 1 };
         let mut conn = Connection::new(server.clone(), info, Instant::now());
         conn.st.neg = Some(Negotiated {
             dialect: Dialect::SMB302,
@@ -632,6 +632,7 @@ pub(crate) mod harness {
             server_security_mode: 1,
             transport_security: false,
             posix: false,
+            streams: 1,
         });
         let target = TargetInfo {
             netbios_computer: "SMBQ".into(),

@@ -37,6 +37,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         server_security_mode: 0,
         transport_security: false,
         posix: false,
+        streams: 1,
     };
     let mut contexts = Vec::new();
     if dialect == Dialect::SMB311 {
@@ -95,6 +96,14 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             if data.chunks(16).any(|v| v == smbq_wire::posix::TAG) {
                 neg.posix = true;
                 contexts.push((smbq_wire::posix::NEGOTIATE_CONTEXT, smbq_wire::posix::TAG.to_vec()));
+            }
+        }
+        // smbq's multi-stream extension (docs/multistream.md): answered
+        // only where the transport carries more than one stream (QUIC).
+        if let Some(offer) = r.context(smbq_wire::multistream::NEGOTIATE_CONTEXT).and_then(smbq_wire::multistream::decode) {
+            if info.streams > 1 {
+                neg.streams = offer.min(info.streams);
+                contexts.push((smbq_wire::multistream::NEGOTIATE_CONTEXT, smbq_wire::multistream::encode(neg.streams)));
             }
         }
     }
@@ -209,6 +218,7 @@ pub(crate) fn smb1(st: &mut ConnState, credits: &mut Credits, msg: &[u8]) -> Res
             server_security_mode: security_mode::SIGNING_ENABLED,
             transport_security: false,
             posix: false,
+            streams: 1,
         });
     }
     Ok(out)

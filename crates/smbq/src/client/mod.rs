@@ -50,6 +50,9 @@ pub struct ConnectArgs {
     /// Use the SMB3 POSIX extensions (SMB 3.1.1; smbq with a `posix` share, Samba with `smb3 unix extensions`): modes, owners, symlinks, names in their exact case. An error if the server does not offer them for the share.
     #[arg(long)]
     pub posix: bool,
+    /// QUIC streams to use where the server agrees to smbq's multi-stream extension (docs/multistream.md): one per open file, large reads and writes striped over them. 1: one stream, as Windows and Samba.
+    #[arg(long, default_value_t = smbq_client::connect::DEFAULT_QUIC_STREAMS, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub quic_streams: u16,
 }
 
 /// Exit codes a script can act on.
@@ -127,6 +130,7 @@ impl ConnectArgs {
             timeout: Duration::from_secs(self.timeout.max(1)),
             encrypt: self.encrypt,
             posix: self.posix,
+            quic_streams: self.quic_streams,
             ..ConnectOptions::default()
         })
     }
