@@ -72,8 +72,8 @@ pub struct ConnectOptions {
     /// Offer the SMB3 POSIX extensions; where the server agrees for the
     /// share ([`crate::share::Share::posix`]), every CREATE carries the POSIX create context.
     pub posix: bool,
-    /// Streams to offer over QUIC in smbq's multi-stream extension
-    /// (`docs/multistream.md`); 1: not offered.
+    /// Streams to offer in smbq's multi-stream extension
+    /// (`docs/multistream.md`; only a QUIC connection uses them); 1: not offered.
     pub quic_streams: u16,
 }
 
@@ -141,9 +141,9 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
         client.core.client_guid = g;
     }
     client.core.offer_posix = o.posix;
-    if t == Transport::Quic {
-        client.core.offer_streams = o.quic_streams;
-    }
+    // Offered over TCP too: servers ignore it there (smbq answers it on
+    // QUIC only, others not at all).
+    client.core.offer_streams = o.quic_streams;
     let logon = async {
         client.negotiate(t == Transport::Quic).await?;
         client.login_as(&o.user, &o.domain, &o.password).await?;

@@ -89,6 +89,8 @@ pub struct Client {
     /// Why a response frame could not be read: the answers it carried are
     /// lost, so later receives fail at once instead of waiting for them.
     broken: Option<String>,
+    /// The stream the last response frame came on.
+    last_stream: u16,
 }
 
 /// How to reach a server over QUIC.
@@ -124,7 +126,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None, response_timeout: None })
+        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None, response_timeout: None, last_stream: 0 })
     }
 
     /// The TCP socket's descriptor, when on TCP (to read its TCP_INFO).
@@ -145,7 +147,7 @@ impl Client {
             e => ClientError::Quic(e.to_string()),
         })?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None, response_timeout: None })
+        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None, response_timeout: None, last_stream: 0 })
     }
 
     /// One message, framed (MS-SMB2 2.1), on the control stream.
@@ -186,6 +188,11 @@ impl Client {
             Writer::Streams(s) => s.len(),
             _ => 1,
         }
+    }
+
+    /// The stream the last response frame came on (0 with one stream).
+    pub fn last_stream(&self) -> u16 {
+        self.last_stream
     }
 
     /// Give up stream `stream` (multi-stream only; not the control
@@ -316,7 +323,8 @@ impl Client {
                 (Vec::from(head), tail)
             }
             Reader::Streams(rx) => {
-                let (_, head, tail) = rx.recv().await.ok_or_else(eof)??;
+                let (stream, head, tail) = rx.recv().await.ok_or_else(eof)??;
+                self.last_stream = stream;
                 (head, tail)
             }
             Reader::Gone => return Err(eof()),

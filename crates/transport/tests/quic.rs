@@ -421,3 +421,194 @@ async fn a_client_that_stops_reading_is_dropped() {
     assert!(closed_within(&conn, 10).await, "the server gives up on a peer that takes no data");
     still_serves(&s).await;
 }
+
+/// A client offering smbq's multi-stream extension (`docs/multistream.md`)
+/// with `offer` streams, logged on and connected to the share.
+async fn multi_stream_session(s: &Running, offer: u16) -> Client {
+    let mut c = quic_client(s).await.unwrap();
+    c.core.offer_streams = offer;
+    session(&mut c, true).await;
+    c
+}
+
+/// A READ of `len` bytes at 0 of `fid`, sent on `stream`: its message id.
+async fn read_on(c: &mut Client, stream: u16, fid: smbq_wire::FileId, len: u32) -> u64 {
+    let req = smbq_wire::read::ReadRequest { length: len, offset: 0, file_id: fid, ..Default::default() };
+    let mut b = Vec::new();
+    req.encode(&mut b);
+    let (id, m) = c.core.request(smbq_wire::Command::READ, smbq_client::charge(len as usize), &b);
+    c.send_on(stream, m).await.unwrap();
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_streams_are_agreed_and_each_answer_comes_on_its_request_stream() {
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let mut c = multi_stream_session(&s, 4).await;
+    assert_eq!((c.core.streams, c.streams()), (4, 4), "agreed and opened");
+    // Pipelined transfers striped over the streams, byte-exact.
+    round_trip(&mut c, "striped.bin", 9 << 20).await;
+    // Several READs of 8 MiB on stream 1, then an ECHO on each other stream:
+    // every answer comes back on the stream of its request.
+    let (fid, _) = c.create("big.bin", disposition::OVERWRITE_IF, 0).await.unwrap();
+    let data: Vec<u8> = (0..8 << 20).map(|i: usize| (i / 1000) as u8).collect();
+    c.write_pipelined(fid, &bytes::Bytes::from(data.clone()), 1 << 20, 4).await.unwrap();
+    let mut sent = std::collections::HashMap::new();
+    for _ in 0..4 {
+        sent.insert(read_on(&mut c, 1, fid, 8 << 20).await, (1u16, smbq_wire::Command::READ));
+    }
+    for stream in [0u16, 2, 3] {
+        let (id, m) = c.core.request(smbq_wire::Command::ECHO, 1, &[4, 0, 0, 0]);
+        c.send_on(stream, m).await.unwrap();
+        sent.insert(id, (stream, smbq_wire::Command::ECHO));
+    }
+    let mut order = Vec::new();
+    while !sent.is_empty() {
+        let r = c.recv().await.unwrap();
+        let h = smbq_wire::Header::decode(&r).unwrap();
+        let (stream, command) = sent.remove(&h.message_id).expect("an answer to a request in flight");
+        assert_eq!(h.command, command.0);
+        assert_eq!(c.last_stream(), stream, "the answer to {command:?} comes on its request's stream");
+        if command == smbq_wire::Command::READ {
+            assert!(smbq_wire::read::decode_response(&r).unwrap() == &data[..], "READ data");
+        }
+        order.push(command);
+    }
+    assert_eq!(order.len(), 7);
+    c.close(fid).await.unwrap();
+}
+
+/// A LOCK on `fid` of bytes 0..10, exclusive (or unlocking), as a body.
+fn lock_body(fid: smbq_wire::FileId, flags: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    let locks = vec![smbq_wire::lock::LockElement { offset: 0, length: 10, flags }];
+    smbq_wire::lock::LockRequest { lock_sequence: 0, file_id: fid, locks }.encode(&mut b);
+    b
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_on_several_streams_complete_out_of_order() {
+    const EXCLUSIVE: u32 = 2;
+    const UNLOCK: u32 = 4;
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let mut c = multi_stream_session(&s, 4).await;
+    let (a, _) = c.create("locked.bin", disposition::OVERWRITE_IF, 0).await.unwrap();
+    let (b, _) = c.create("locked.bin", disposition::OPEN, 0).await.unwrap();
+    c.write(a, 0, b"0123456789abcdef").await.unwrap();
+    c.call(smbq_wire::Command::LOCK, 1, &lock_body(a, EXCLUSIVE)).await.unwrap();
+    // B's LOCK of the same bytes waits on stream 1 (its interim answer
+    // goes on the control stream), while requests on streams 2 and 3 are
+    // answered; A's unlock then lets it finish, on stream 1.
+    let (waiting, m) = c.core.request(smbq_wire::Command::LOCK, 1, &lock_body(b, EXCLUSIVE));
+    c.send_on(1, m).await.unwrap();
+    let mut done = Vec::new();
+    for stream in [2u16, 3] {
+        let (id, m) = c.core.request(smbq_wire::Command::ECHO, 1, &[4, 0, 0, 0]);
+        c.send_on(stream, m).await.unwrap();
+        let r = c.recv().await.unwrap();
+        let h = smbq_wire::Header::decode(&r).unwrap();
+        assert_eq!((h.message_id, c.last_stream()), (id, stream), "the ECHO on stream {stream} is answered while the LOCK waits");
+        done.push(id);
+    }
+    let (id, m) = c.core.request(smbq_wire::Command::LOCK, 1, &lock_body(a, UNLOCK));
+    c.send_on(2, m).await.unwrap();
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let r = c.recv().await.unwrap();
+        let h = smbq_wire::Header::decode(&r).unwrap();
+        assert_eq!(smbq_wire::NtStatus(h.status), smbq_wire::NtStatus::SUCCESS);
+        answers.push((h.message_id, c.last_stream()));
+    }
+    answers.sort();
+    assert_eq!(answers, [(waiting, 1), (id, 2)], "the waiting LOCK finishes on its own stream, after requests sent later");
+    assert!(waiting < done[0], "completed out of order");
+    c.close(a).await.unwrap();
+    c.close(b).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_the_extension_off_or_a_client_not_offering_it_uses_one_stream() {
+    let off = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions { max_streams: 1, ..QuicOptions::default() }).await;
+    let mut c = multi_stream_session(&off, 4).await;
+    assert_eq!((c.core.streams, c.streams()), (1, 1), "not answered: one stream");
+    round_trip(&mut c, "one.bin", 3 << 20).await;
+    let conn = c.quic.as_ref().unwrap().1.clone();
+    assert!(tokio::time::timeout(Duration::from_millis(500), conn.open_bi()).await.is_err(), "no second stream granted");
+    // A client that does not offer it, against a server that has it.
+    let on = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let mut c = multi_stream_session(&on, 1).await;
+    assert_eq!((c.core.streams, c.streams()), (1, 1));
+    round_trip(&mut c, "one.bin", 3 << 20).await;
+    let conn = c.quic.as_ref().unwrap().1.clone();
+    assert!(tokio::time::timeout(Duration::from_millis(500), conn.open_bi()).await.is_err(), "no second stream granted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_caps_the_streams_and_grants_no_more_than_agreed() {
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions { max_streams: 3, ..QuicOptions::default() }).await;
+    let mut c = multi_stream_session(&s, 8).await;
+    assert_eq!((c.core.streams, c.streams()), (3, 3), "the smaller of offer and limit");
+    let conn = c.quic.as_ref().unwrap().1.clone();
+    assert!(tokio::time::timeout(Duration::from_millis(500), conn.open_bi()).await.is_err(), "a fourth stream gets no credit");
+    c.echo().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_reset_in_the_middle_of_reads_loses_none_of_the_other_requests() {
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let mut c = multi_stream_session(&s, 4).await;
+    let (fid, _) = c.create("reset.bin", disposition::OVERWRITE_IF, 0).await.unwrap();
+    let data: Vec<u8> = (0..4 << 20).map(|i: usize| (i % 251) as u8).collect();
+    c.write_pipelined(fid, &bytes::Bytes::from(data.clone()), 1 << 20, 4).await.unwrap();
+    // 8 READs of 4 MiB on stream 2, 8 on stream 1.
+    let mut on2 = std::collections::HashSet::new();
+    let mut others = std::collections::HashSet::new();
+    for _ in 0..8 {
+        on2.insert(read_on(&mut c, 2, fid, 4 << 20).await);
+        others.insert(read_on(&mut c, 1, fid, 4 << 20).await);
+    }
+    let check = |r: &[u8]| assert!(smbq_wire::read::decode_response(r).unwrap() == &data[..], "READ data");
+    // Once the first answer comes on stream 2, give that stream up.
+    let mut reset = false;
+    let mut rerouted = 0;
+    while !others.is_empty() || !reset {
+        let r = tokio::time::timeout(Duration::from_secs(30), c.recv()).await.expect("the other stream's answers keep coming").unwrap();
+        let id = smbq_wire::Header::decode(&r).unwrap().message_id;
+        check(&r);
+        if others.remove(&id) {
+            assert_eq!(c.last_stream(), 1);
+            continue;
+        }
+        assert!(on2.remove(&id), "an answer to a READ in flight");
+        match c.last_stream() {
+            // Read off stream 2 before it was given up.
+            2 if !reset => {
+                c.reset_stream(2);
+                reset = true;
+            }
+            2 => {}
+            stream => {
+                assert_eq!(stream, 0, "after the reset, stream 2's answers come on the control stream");
+                assert!(reset);
+                rerouted += 1;
+            }
+        }
+    }
+    // Answers the server had not yet handed to stream 2 come on the
+    // control stream; those quinn had taken for it are lost with it.
+    while let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(2), c.recv()).await {
+        let id = smbq_wire::Header::decode(&r).unwrap().message_id;
+        assert!(on2.remove(&id), "only stream 2's READs are left");
+        check(&r);
+        // Some may have been read off stream 2 before the reset.
+        if c.last_stream() == 0 {
+            rerouted += 1;
+        }
+    }
+    eprintln!("stream 2: {rerouted} answers rerouted to the control stream, {} lost with the stream", on2.len());
+    // The connection goes on, on the streams that are left.
+    assert_eq!(c.read(fid, 1000, 5000).await.unwrap(), &data[1000..6000]);
+    c.echo().await.unwrap();
+    assert_eq!(s.open_connections(), 1, "still the one connection");
+    c.close(fid).await.unwrap();
+}

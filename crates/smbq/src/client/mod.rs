@@ -151,7 +151,7 @@ impl ConnectArgs {
         if self.posix {
             s.need_posix()?;
         }
-        tracing::info!(transport = s.transport().name(), addr = %s.session.addr, "connected");
+        tracing::info!(transport = s.transport().name(), addr = %s.session.addr, streams = s.session.client.streams(), "connected");
         if matches!(self.transport, TransportArg::Auto) {
             eprintln!("connected over {} to {}", s.transport().name(), s.session.addr);
         }

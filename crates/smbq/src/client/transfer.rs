@@ -76,6 +76,8 @@ struct Summary {
     skipped_bytes: u64,
     seconds: f64,
     transport: &'static str,
+    /// QUIC streams the (first) connection used: more than 1 with smbq's multi-stream extension.
+    streams: usize,
 }
 
 fn bar(total: u64, json: bool) -> ProgressBar {
@@ -103,6 +105,7 @@ where
     let total: u64 = jobs.iter().map(|j| j.size).sum();
     let pb = &bar(total, t.json);
     let transport = first.transport().name();
+    let streams = first.session.client.streams();
     let queue = Arc::new(std::sync::Mutex::new(jobs));
     let workers = t.jobs.clamp(1, 32).min(n.max(1) as usize);
     let mut tasks = tokio::task::JoinSet::new();
@@ -134,7 +137,7 @@ where
         skipped += r??;
     }
     pb.finish_and_clear();
-    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport })
+    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport, streams })
 }
 
 pub async fn get(a: GetArgs) -> anyhow::Result<()> {
