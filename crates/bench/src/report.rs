@@ -77,8 +77,9 @@ const SCENARIOS: [(&str, &str); 6] = [
 ];
 
 /// Rows of every table, in this order; other systems follow by name.
-const SYSTEMS: [&str; 8] = [
+const SYSTEMS: [&str; 9] = [
     "smbq-quic",
+    "smbq-quic-ms",
     "smbq-tcp-enc",
     "samba-tcp-enc",
     "samba-tcp-sign",
@@ -529,6 +530,13 @@ fn headlines(r: &Results) -> Vec<Headline> {
     let at = [("delay_ms", 25.0), ("loss_pct", 5.0)];
     for case in ["group1-upload", "group1-download"] {
         add(format!("S4 {case} at 25 ms, 5% loss: smbq-quic ÷ scp"), "S4", case, "smbq-quic", "scp", &at, "seconds");
+        // smbq's multi-stream extension (docs/multistream.md): a stream per file.
+        add(format!("S4 {case} at 25 ms, 5% loss: several streams ÷ one (smbq-quic-ms ÷ smbq-quic)"), "S4", case, "smbq-quic-ms", "smbq-quic", &at, "seconds");
+        add(format!("S4 {case} at 25 ms, 5% loss: several streams ÷ scp (smbq-quic-ms ÷ scp)"), "S4", case, "smbq-quic-ms", "scp", &at, "seconds");
+    }
+    let at = [("delay_ms", 25.0), ("loss_pct", 1.0)];
+    for case in ["group2-upload", "group2-download"] {
+        add(format!("S4 {case} (one large file) at 25 ms, 1% loss: several streams ÷ one (smbq-quic-ms ÷ smbq-quic)"), "S4", case, "smbq-quic-ms", "smbq-quic", &at, "mb_s");
     }
     let s5_cases: Vec<String> = sections(r)
         .into_iter()

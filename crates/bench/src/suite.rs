@@ -25,6 +25,7 @@ use crate::peers::{self, Place, Server};
 use crate::random::{Job, Pipe};
 use crate::results::{Entry, LinkCheck, Machine, Results};
 use anyhow::{bail, Context};
+use smbq_client::many::FileJob;
 use smbq_client::{Client, QuicTarget};
 use smbq_wire::create::disposition;
 use std::collections::BTreeMap;
@@ -66,6 +67,12 @@ pub struct SuiteArgs {
     /// Files of S4's photo group (default 10 quick, 100 --full).
     #[arg(long)]
     s4_files: Option<usize>,
+    /// S4's points as DELAY_MS:LOSS_PCT (default 25:5 quick, the 5/15/25 ms x 0/1/3/5% grid --full).
+    #[arg(long, value_delimiter = ',', value_parser = parse_point)]
+    s4_points: Option<Vec<(f64, f64)>>,
+    /// Size of S4's group 2, one large file, in MB (default: none quick, 1470 --full; 0: none).
+    #[arg(long)]
+    s4_large_mb: Option<u64>,
     /// A config file for `smbq serve` (default: none, the defaults a user
     /// gets), e.g. `[quic_options] congestion = "bbr"`.
     #[arg(long)]
@@ -73,6 +80,13 @@ pub struct SuiteArgs {
     /// Congestion controller of our QUIC client: cubic, bbr or newreno.
     #[arg(long, default_value = "cubic")]
     quic_congestion: smbq_udp::Congestion,
+}
+
+/// `DELAY_MS:LOSS_PCT`.
+fn parse_point(s: &str) -> Result<(f64, f64), String> {
+    let (d, l) = s.split_once(':').ok_or_else(|| format!("{s:?}: want DELAY_MS:LOSS_PCT"))?;
+    let num = |x: &str| x.trim().parse::<f64>().map_err(|e| format!("{s:?}: {e}"));
+    Ok((num(d)?, num(l)?))
 }
 
 /// Our QUIC client's congestion controller (`--quic-congestion`), set once
@@ -91,7 +105,8 @@ struct Plan {
     s2_filesize: u64,
     s4_points: Vec<(f64, f64)>,
     s4_files: usize,
-    s4_group2: bool,
+    /// Bytes of group 2's one file (0: no group 2).
+    s4_large: u64,
     s5_delays: Vec<f64>,
     s5_sizes: Vec<u64>,
     s6_conns: Vec<usize>,
@@ -109,9 +124,9 @@ impl Plan {
             runtime: a.runtime.unwrap_or(if full { 120.0 } else { 3.0 }),
             s1_filesize: if full { 5 << 30 } else { 1 << 30 },
             s2_filesize: if full { 1 << 30 } else { 256 << 20 },
-            s4_points: if full { grid() } else { vec![(25.0, 5.0)] },
+            s4_points: a.s4_points.clone().unwrap_or_else(|| if full { grid() } else { vec![(25.0, 5.0)] }),
             s4_files: a.s4_files.unwrap_or(if full { 100 } else { 10 }),
-            s4_group2: full,
+            s4_large: a.s4_large_mb.unwrap_or(if full { 1470 } else { 0 }) * 1_000_000,
             s5_delays: if full { vec![0.0, 10.0, 20.0, 50.0] } else { vec![0.0, 20.0] },
             s5_sizes: if full { vec![1 << 20, 100 << 20] } else { vec![1 << 20] },
             s6_conns: vec![1, 8, 64, 256],
@@ -129,7 +144,7 @@ impl Plan {
             ("s1".into(), json!(format!("rw=read|write filesize={} bs=1m nrfiles=1 iodepth=4", self.s1_filesize))),
             ("s2".into(), json!(format!("rw=randread|randwrite filesize={} bs=4k nrfiles=1 iodepth=16", self.s2_filesize))),
             ("s3".into(), json!("rw=randread|randwrite filesize=100k bs=4k nrfiles=16 iodepth=4")),
-            ("s4".into(), json!(format!("group 1: {} photo-like files{}; points (delay ms, loss %) {:?}", self.s4_files, if self.s4_group2 { ", group 2: one 1.47 GB file" } else { "" }, self.s4_points))),
+            ("s4".into(), json!(format!("group 1: {} photo-like files{}; points (delay ms, loss %) {:?}", self.s4_files, if self.s4_large > 0 { format!(", group 2: one {} MB file", self.s4_large / 1_000_000) } else { String::new() }, self.s4_points))),
             ("s5".into(), json!(format!("delays ms {:?}, files {:?} bytes", self.s5_delays, self.s5_sizes))),
             ("s6".into(), json!(format!("connections {:?}, each randread bs=4k 16 files of 100k iodepth 4; idle: 256 connections", self.s6_conns))),
         ])
@@ -547,7 +562,7 @@ fn over_link(
     progress.step("link check, no impairment", &check_line(&unimpaired));
     checks.push(unimpaired);
     let at = Place { ip: IpAddr::V4(link.server_addr()), netns: Some(link.server_ns().to_string()), cpu: None };
-    let smbq = if want("smbq-quic") || want("smbq-tcp-enc") { start(peers::start_smbq(&work.join("link-smbq"), &at, smbq_config)) } else { Err("not asked for".into()) };
+    let smbq = if ["smbq-quic", "smbq-quic-ms", "smbq-tcp-enc"].iter().any(|s| want(s)) { start(peers::start_smbq(&work.join("link-smbq"), &at, smbq_config)) } else { Err("not asked for".into()) };
     let smbd = if want("samba-tcp-enc") { start(peers::start_smbd(&work.join("link-smbd"), &at)) } else { Err("not asked for".into()) };
     let sshd = if want("scp") && scenario("S4") { start(peers::start_sshd(&work.join("link-sshd"), &at)) } else { Err("not asked for".into()) };
     let mut checked: Vec<(f64, f64)> = Vec::new();
@@ -569,14 +584,14 @@ fn over_link(
         let local = work.join("s4-local");
         let group1 = make_group1(&local, plan.s4_files)?;
         let mut groups = vec![("group1", group1)];
-        if plan.s4_group2 {
-            groups.push(("group2", make_files(&local, "group2", &[1_470_000_000], 2)?));
+        if plan.s4_large > 0 {
+            groups.push(("group2", make_files(&local, "group2", &[plan.s4_large], 2)?));
         }
         for &(delay, loss) in &plan.s4_points {
             set(delay, loss, progress, checks)?;
             let point = [("delay_ms", delay), ("loss_pct", loss)];
             for rep in 0..plan.reps_slow {
-                for sys in ["scp", "smbq-quic", "smbq-tcp-enc", "samba-tcp-enc"].into_iter().filter(|s| want(s)) {
+                for sys in ["scp", "smbq-quic", "smbq-quic-ms", "smbq-tcp-enc", "samba-tcp-enc"].into_iter().filter(|s| want(s)) {
                     let srv = match sys {
                         "scp" => sshd.as_ref().map_err(Clone::clone),
                         s => server_of(s, &smbq, &smbd),
@@ -772,28 +787,22 @@ fn transfer_group(link: &Link, system: &str, srv: &Server, files: &[(PathBuf, u6
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             rt.block_on(async move {
                 let mut c = remote.connect(&system).await?;
+                // Several files at a time (S4_FILES_IN_FLIGHT), each with its
+                // CREATE, 1 MiB READs or WRITEs and CLOSE; with several streams,
+                // each file on a stream of its own (smbq_client::many).
+                let jobs: Vec<FileJob> = if dir2 == "upload" {
+                    files.iter().zip(&names2).map(|((path, _), name)| Ok(FileJob::Put { name: name.clone(), data: bytes::Bytes::from(std::fs::read(path)?) })).collect::<anyhow::Result<_>>()?
+                } else {
+                    files.iter().zip(&names2).map(|((_, size), name)| FileJob::Get { name: name.clone(), size: *size }).collect()
+                };
                 let t = Instant::now();
-                for ((path, size), name) in files.iter().zip(&names2) {
-                    if dir2 == "upload" {
-                        let data = bytes::Bytes::from(std::fs::read(path)?);
-                        let (fid, _) = c.create(name, disposition::OVERWRITE_IF, 0).await?;
-                        c.write_pipelined(fid, &data, 1 << 20, 4).await?;
-                        c.close(fid).await?;
-                    } else {
-                        let (fid, _) = c.create(name, disposition::OPEN, 0).await?;
-                        let mut buf = vec![0u8; *size as usize];
-                        c.read_pipelined(fid, *size, 1 << 20, 4, |off, chunk| {
-                            let o = off as usize;
-                            if let Some(d) = buf.get_mut(o..o + chunk.len()) {
-                                d.copy_from_slice(chunk);
-                            }
-                        })
-                        .await?;
-                        c.close(fid).await?;
-                        std::fs::write(back2.join(name), &buf)?;
+                let got = c.transfer_files(&jobs, S4_FILES_IN_FLIGHT, 1 << 20).await?;
+                let secs = t.elapsed().as_secs_f64();
+                if dir2 == "download" {
+                    for (data, name) in got.iter().zip(&names2) {
+                        std::fs::write(back2.join(name), data)?;
                     }
                 }
-                let secs = t.elapsed().as_secs_f64();
                 if let Some((_, conn)) = &c.quic {
                     crate::debug_stats(&system, &dir2, conn);
                 }
@@ -809,6 +818,13 @@ fn transfer_group(link: &Link, system: &str, srv: &Server, files: &[(PathBuf, u6
     }
     Ok(secs)
 }
+
+/// Files under way at a time in S4's SMB transfers (`smbq_client::many`).
+const S4_FILES_IN_FLIGHT: usize = 8;
+
+/// Streams of the smbq-quic-ms row (smbq's multi-stream extension, one
+/// per file in flight); smbq-quic uses one, as Windows and Samba do.
+const S4_STREAMS: u16 = 1 + S4_FILES_IN_FLIGHT as u16;
 
 /// What a client needs of a server it reaches from another thread.
 struct RemoteSmb {
@@ -833,7 +849,7 @@ impl RemoteSmb {
 
     async fn transport(&self, system: &str) -> anyhow::Result<(Client, Instant)> {
         let t = Instant::now();
-        let c = if system == "smbq-quic" {
+        let c = if system.starts_with("smbq-quic") {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(self.cert.clone().context("no certificate")?)?;
             let mut t = QuicTarget::new(self.quic.context("no QUIC address")?, "localhost", roots);
@@ -847,7 +863,14 @@ impl RemoteSmb {
 
     /// NEGOTIATE, SESSION_SETUP and TREE_CONNECT, as `connect` does.
     async fn setup(&self, system: &str, mut c: Client) -> anyhow::Result<Client> {
-        c.negotiate(system == "smbq-quic").await.context("NEGOTIATE")?;
+        if system == "smbq-quic-ms" {
+            c.core.offer_streams = S4_STREAMS;
+        }
+        let quic = system.starts_with("smbq-quic");
+        c.negotiate(quic).await.context("NEGOTIATE")?;
+        if system == "smbq-quic-ms" && c.streams() != usize::from(S4_STREAMS) {
+            bail!("the server agreed to {} streams, not {S4_STREAMS}", c.streams());
+        }
         c.login(&self.user, &self.password).await.context("SESSION_SETUP")?;
         if system.ends_with("-enc") {
             if c.core.cipher.is_none() {
@@ -861,7 +884,7 @@ impl RemoteSmb {
             _ => "share",
         };
         c.tree_connect(&format!("\\\\{}\\{share}", self.tcp.ip())).await.context("TREE_CONNECT")?;
-        if system == "smbq-quic" && !c.core.transport_security {
+        if quic && !c.core.transport_security {
             bail!("QUIC without transport security: SMB encryption would be on");
         }
         Ok(c)

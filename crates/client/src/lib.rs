@@ -7,6 +7,7 @@
 
 pub mod connect;
 pub mod core;
+pub mod many;
 pub mod srvsvc;
 pub mod share;
 mod streams;

@@ -612,3 +612,22 @@ async fn a_stream_reset_in_the_middle_of_reads_loses_none_of_the_other_requests(
     assert_eq!(s.open_connections(), 1, "still the one connection");
     c.close(fid).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_files_at_a_time_one_stream_each_or_all_on_one() {
+    use smbq_client::many::FileJob;
+    let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;
+    let sizes = [0usize, 1, 4096, 700_000, 1 << 20, (1 << 20) + 1, 1_720_000, 3 << 20, 5, 65536];
+    for offer in [1u16, 8] {
+        let mut c = multi_stream_session(&s, offer).await;
+        let files: Vec<(String, Vec<u8>)> = sizes.iter().enumerate().map(|(i, &n)| (format!("f{offer}-{i}.jpg"), (0..n).map(|j| (j * 31 + i) as u8).collect())).collect();
+        let puts: Vec<FileJob> = files.iter().map(|(name, d)| FileJob::Put { name: name.clone(), data: bytes::Bytes::from(d.clone()) }).collect();
+        c.transfer_files(&puts, 4, 1 << 20).await.unwrap();
+        let gets: Vec<FileJob> = files.iter().map(|(name, d)| FileJob::Get { name: name.clone(), size: d.len() as u64 }).collect();
+        let back = c.transfer_files(&gets, 4, 1 << 20).await.unwrap();
+        for ((name, d), b) in files.iter().zip(&back) {
+            assert!(d == b, "{name} ({} bytes) read back differs with {offer} streams", d.len());
+        }
+        assert_eq!(c.core.in_flight(), 0, "nothing left in flight");
+    }
+}
