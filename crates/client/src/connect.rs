@@ -72,6 +72,10 @@ pub struct ConnectOptions {
     /// Offer the SMB3 POSIX extensions; where the server agrees for the
     /// share ([`crate::share::Share::posix`]), every CREATE carries the POSIX create context.
     pub posix: bool,
+    /// QUIC connections share this endpoint and TLS session cache, and a
+    /// later one resumes in 0-RTT ([`crate::resume`]); a
+    /// [`crate::share::Share`] makes one for itself and its reconnects.
+    pub resumption: Option<Arc<crate::resume::Resumption>>,
 }
 
 impl Default for ConnectOptions {
@@ -87,6 +91,7 @@ impl Default for ConnectOptions {
             encrypt: false,
             response_timeout: Duration::from_secs(60),
             posix: false,
+            resumption: None,
         }
     }
 }
@@ -126,6 +131,7 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
         Transport::Quic => {
             let mut target = QuicTarget::new(addr, host, rustls::RootCertStore::empty());
             target.verifier = Some(verifier(&o.trust)?);
+            target.resumption = o.resumption.clone();
             tokio::time::timeout(connect_timeout, Client::connect_quic(target)).await.map_err(|_| late("connecting to"))??
         }
         _ => tokio::time::timeout(connect_timeout, Client::connect_tcp(addr)).await.map_err(|_| late("connecting to"))??,
