@@ -93,7 +93,7 @@ const SYSTEMS: [&str; 9] = [
 const BASELINE: &str = "samba-tcp-enc";
 
 /// Columns in this order; other figures follow by name.
-const FIGURES: [&str; 20] = [
+const FIGURES: [&str; 21] = [
     "mb_s",
     "iops",
     "seconds",
@@ -103,6 +103,7 @@ const FIGURES: [&str; 20] = [
     "setup_ms",
     "tree_connect_ms",
     "ttfb_ms",
+    "first_byte_ms",
     "transfer_ms",
     "close_ms",
     "total_ms",
@@ -552,6 +553,15 @@ fn headlines(r: &Results) -> Vec<Headline> {
             "smbq-tcp-enc",
             &[("delay_ms", 20.0)],
             "ttfb_ms",
+        );
+        add(
+            format!("S5 {case} at 20 ms: 0-RTT reconnect ÷ TCP, first byte (smbq-quic-0rtt ÷ smbq-tcp-enc)"),
+            "S5",
+            case,
+            "smbq-quic-0rtt",
+            "smbq-tcp-enc",
+            &[("delay_ms", 20.0)],
+            "first_byte_ms",
         );
     }
     for num in ["smbq-quic", "smbq-tcp-enc"] {

@@ -642,7 +642,7 @@ fn over_link(
         for &delay in &plan.s5_delays {
             set(delay, 0.0, progress, checks)?;
             for rep in 0..plan.reps {
-                for sys in ["smbq-quic", "smbq-tcp-enc", "samba-tcp-enc"].into_iter().filter(|s| want(s)) {
+                for sys in ["smbq-quic", "smbq-quic-0rtt", "smbq-tcp-enc", "samba-tcp-enc"].into_iter().filter(|s| want(s)) {
                     for &size in &plan.s5_sizes {
                         let case = format!("phases-{}mib", size >> 20);
                         let point = [("delay_ms", delay)];
@@ -852,9 +852,20 @@ impl RemoteSmb {
         let c = if system.starts_with("smbq-quic") {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(self.cert.clone().context("no certificate")?)?;
-            let mut t = QuicTarget::new(self.quic.context("no QUIC address")?, "localhost", roots);
-            t.congestion = CLIENT_CONGESTION.get().copied().unwrap_or_default();
-            Client::connect_quic(t).await.context("QUIC connect")?
+            let addr = self.quic.context("no QUIC address")?;
+            let target = |resumption| QuicTarget { congestion: CLIENT_CONGESTION.get().copied().unwrap_or_default(), resumption, ..QuicTarget::new(addr, "localhost", roots.clone()) };
+            if system == "smbq-quic-0rtt" {
+                // S5's 0-RTT reconnect: a first connection, untimed, logs
+                // on and brings session tickets; the timed one resumes.
+                let r = Some(std::sync::Arc::new(smbq_client::resume::Resumption::default()));
+                let first = self.setup(system, Client::connect_quic(target(r.clone())).await.context("QUIC connect")?).await?;
+                if let Some((_, conn)) = &first.quic {
+                    conn.close(quinn::VarInt::from_u32(0), b"");
+                }
+                let t = Instant::now();
+                return Ok((Client::connect_quic(target(r)).await.context("QUIC connect in 0-RTT")?, t));
+            }
+            Client::connect_quic(target(None)).await.context("QUIC connect")?
         } else {
             Client::connect_tcp(self.tcp).await.context("TCP connect")?
         };
@@ -870,6 +881,9 @@ impl RemoteSmb {
         c.negotiate(quic).await.context("NEGOTIATE")?;
         if system == "smbq-quic-ms" && c.streams() != usize::from(S4_STREAMS) {
             bail!("the server agreed to {} streams, not {S4_STREAMS}", c.streams());
+        }
+        if system == "smbq-quic-0rtt" && c.zero_rtt.accepted().is_some_and(|a| !a) {
+            bail!("the server refused the 0-RTT data");
         }
         c.login(&self.user, &self.password).await.context("SESSION_SETUP")?;
         if system.ends_with("-enc") {
@@ -894,8 +908,11 @@ impl RemoteSmb {
 /// S5: the phases of reading one file on a new connection, in ms:
 /// transport handshake (TCP connect; QUIC handshake and stream), SMB setup
 /// (NEGOTIATE, SESSION_SETUP, TREE_CONNECT), time to first byte (CREATE
-/// and a 64 KiB READ), transfer (the whole file in 1 MiB READs, 4
-/// outstanding), close (CLOSE).
+/// and a 64 KiB READ), first byte (from the start of the connection to
+/// the end of that READ), transfer (the whole file in 1 MiB READs, 4
+/// outstanding), close (CLOSE). smbq-quic-0rtt is a connection that
+/// resumes a TLS session (docs/zero-rtt.md): its handshake phase is nil
+/// (the handshake travels with the NEGOTIATE, in setup).
 fn phases(link: &Link, system: &str, srv: &Server, size: u64) -> anyhow::Result<Vec<(&'static str, f64)>> {
     let remote = RemoteSmb::of(srv);
     let system = system.to_string();
@@ -916,6 +933,7 @@ fn phases(link: &Link, system: &str, srv: &Server, size: u64) -> anyhow::Result<
                 bail!("{name}: empty first read");
             }
             let ttfb = ms(t);
+            let first_byte = ms(t0);
             let t = Instant::now();
             let mut got = 0u64;
             c.read_pipelined(fid, size, 1 << 20, 4, |_, chunk| got += chunk.len() as u64).await?;
@@ -929,7 +947,7 @@ fn phases(link: &Link, system: &str, srv: &Server, size: u64) -> anyhow::Result<
             if let Some((_, conn)) = &c.quic {
                 crate::debug_stats(&system, "S5", conn);
             }
-            Ok(vec![("handshake_ms", handshake), ("setup_ms", setup), ("ttfb_ms", ttfb), ("transfer_ms", transfer), ("close_ms", close), ("total_ms", ms(t0))])
+            Ok(vec![("handshake_ms", handshake), ("setup_ms", setup), ("ttfb_ms", ttfb), ("first_byte_ms", first_byte), ("transfer_ms", transfer), ("close_ms", close), ("total_ms", ms(t0))])
         })
     })?
 }

@@ -75,6 +75,10 @@ pub struct ConnectOptions {
     /// Streams to offer in smbq's multi-stream extension
     /// (`docs/multistream.md`; only a QUIC connection uses them); 1: not offered.
     pub quic_streams: u16,
+    /// QUIC connections share this endpoint and TLS session cache, and a
+    /// later one resumes in 0-RTT ([`crate::resume`]); a
+    /// [`crate::share::Share`] makes one for itself and its reconnects.
+    pub resumption: Option<Arc<crate::resume::Resumption>>,
 }
 
 /// Streams our client offers over QUIC by default.
@@ -94,6 +98,7 @@ impl Default for ConnectOptions {
             response_timeout: Duration::from_secs(60),
             posix: false,
             quic_streams: DEFAULT_QUIC_STREAMS,
+            resumption: None,
         }
     }
 }
@@ -133,6 +138,7 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
         Transport::Quic => {
             let mut target = QuicTarget::new(addr, host, rustls::RootCertStore::empty());
             target.verifier = Some(verifier(&o.trust)?);
+            target.resumption = o.resumption.clone();
             tokio::time::timeout(connect_timeout, Client::connect_quic(target)).await.map_err(|_| late("connecting to"))??
         }
         _ => tokio::time::timeout(connect_timeout, Client::connect_tcp(addr)).await.map_err(|_| late("connecting to"))??,

@@ -8,6 +8,7 @@
 pub mod connect;
 pub mod core;
 pub mod many;
+pub mod resume;
 pub mod srvsvc;
 pub mod share;
 mod streams;
@@ -92,6 +93,8 @@ pub struct Client {
     broken: Option<String>,
     /// The stream the last response frame came on.
     last_stream: u16,
+    /// Whether this connection went in 0-RTT ([`resume`]).
+    pub zero_rtt: resume::ZeroRtt,
 }
 
 /// How to reach a server over QUIC.
@@ -114,11 +117,15 @@ pub struct QuicTarget<'a> {
     pub congestion: smbq_udp::Congestion,
     /// Send as if the kernel had no UDP GSO (sendmmsg(2) batches).
     pub no_gso: bool,
+    /// Connect through this endpoint and TLS session cache, in 0-RTT when
+    /// it has a ticket for the server ([`resume`]); none: an endpoint of
+    /// its own, no tickets asked for.
+    pub resumption: Option<Arc<resume::Resumption>>,
 }
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, verifier: None, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false }
+        QuicTarget { addr, server_name, roots, verifier: None, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false, resumption: None }
     }
 }
 
@@ -127,7 +134,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None, response_timeout: None, last_stream: 0 })
+        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None, response_timeout: None, last_stream: 0, zero_rtt: resume::ZeroRtt::NotTried })
     }
 
     /// The TCP socket's descriptor, when on TCP (to read its TCP_INFO).
@@ -141,14 +148,18 @@ impl Client {
 
     /// TLS 1.3 with ALPN "smb", then one bidirectional stream (MS-SMB2 2.1).
     pub async fn connect_quic(t: QuicTarget<'_>) -> Result<Client, ClientError> {
+        if let Some(r) = t.resumption.clone() {
+            return resume::connect(t, &r).await;
+        }
         let ep = quic_endpoint(&t)?;
-        let conn = ep.connect(t.addr, t.server_name).map_err(|e| ClientError::Quic(e.to_string()))?.await.map_err(|e| match e {
-            // A TLS alert (RFC 9001 4.8): the handshake, not the path, failed.
-            quinn::ConnectionError::TransportError(ref te) if (0x100..0x200).contains(&u64::from(te.code)) => ClientError::Certificate(e.to_string()),
-            e => ClientError::Quic(e.to_string()),
-        })?;
+        let conn = ep.connect(t.addr, t.server_name).map_err(|e| ClientError::Quic(e.to_string()))?.await.map_err(handshake_error)?;
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client { core: Core::new(), rd: Reader::Quic(StreamChunks::new(recv, t.udp.clone())), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None, response_timeout: None, last_stream: 0 })
+        Ok(Client::on_quic(ep, conn, send, StreamChunks::new(recv, t.udp.clone())))
+    }
+
+    /// A client on a QUIC connection's stream.
+    fn on_quic(ep: quinn::Endpoint, conn: quinn::Connection, send: quinn::SendStream, recv: StreamChunks) -> Client {
+        Client { core: Core::new(), rd: Reader::Quic(recv), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None, response_timeout: None, zero_rtt: resume::ZeroRtt::NotTried, last_stream: 0 }
     }
 
     /// One message, framed (MS-SMB2 2.1), on the control stream.
@@ -358,7 +369,7 @@ impl Client {
         let body = self.core.negotiate_body(transport_caps);
         let (_, m) = self.core.request(Command::NEGOTIATE, 1, &body);
         self.core.hash(&m);
-        self.send(m).await?;
+        resume::send_negotiate(self, m).await?;
         let r = self.recv().await?;
         self.core.on_negotiate(&r)?;
         self.open_streams().await
@@ -646,8 +657,22 @@ fn write_body_len(data: &[u8]) -> usize {
     smbq_wire::write::HEAD_LEN + data.len().max(1)
 }
 
+/// A failed QUIC handshake as an error: a TLS alert (RFC 9001 4.8) means
+/// the handshake, not the path, failed.
+fn handshake_error(e: quinn::ConnectionError) -> ClientError {
+    match e {
+        quinn::ConnectionError::TransportError(ref te) if (0x100..0x200).contains(&u64::from(te.code)) => ClientError::Certificate(e.to_string()),
+        e => ClientError::Quic(e.to_string()),
+    }
+}
+
 /// A client QUIC endpoint for `t`: TLS 1.3, ALPN "smb", its windows.
 pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError> {
+    quic_endpoint_with(t, |_| {})
+}
+
+/// [`quic_endpoint`], its TLS configuration changed by `adjust` first.
+pub(crate) fn quic_endpoint_with(t: &QuicTarget<'_>, adjust: impl FnOnce(&mut rustls::ClientConfig)) -> Result<quinn::Endpoint, ClientError> {
     let provider = Arc::new(smbq_crypto::tls_provider());
     let b = rustls::ClientConfig::builder_with_provider(provider).with_protocol_versions(&[&rustls::version::TLS13]).map_err(|e| ClientError::Quic(e.to_string()))?;
     let b = match &t.verifier {
@@ -659,6 +684,7 @@ pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError>
         None => b.with_no_client_auth(),
     };
     tls.alpn_protocols = vec![b"smb".to_vec()];
+    adjust(&mut tls);
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| ClientError::Quic(e.to_string()))?;
     let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();

@@ -204,9 +204,12 @@ impl Share {
         if url.share.is_empty() {
             return Err(ClientError::Usage(format!("{url} names no share")));
         }
-        let mut session = connect(&url.host, url.port, o, None).await?;
+        // Its reconnects resume the TLS session in 0-RTT (crate::resume).
+        let mut o = o.clone();
+        o.resumption.get_or_insert_with(Default::default);
+        let mut session = connect(&url.host, url.port, &o, None).await?;
         session.client.tree_connect(&url.unc()).await?;
-        let mut s = Share { session, url: url.clone(), options: o.clone(), chunk: 0, depth: 16, posix: false };
+        let mut s = Share { session, url: url.clone(), options: o, chunk: 0, depth: 16, posix: false };
         s.set_request_size(1 << 20);
         s.posix = s.detect_posix().await?;
         Ok(s)

@@ -43,6 +43,12 @@ pub mod names {
     pub const QUIC_RTT: &str = "smbq_quic_rtt_seconds";
     /// Counter: QUIC packets lost (smbq-transport).
     pub const QUIC_LOST_PACKETS: &str = "smbq_quic_lost_packets_total";
+    /// Counter: QUIC connections that resumed a TLS session with 0-RTT
+    /// data accepted (smbq-transport, docs/zero-rtt.md).
+    pub const QUIC_0RTT_ACCEPTED: &str = "smbq_quic_0rtt_accepted_total";
+    /// Counter: QUIC connections whose 0-RTT data was refused (a ticket
+    /// unknown, used already or stale: a replay, or a server restart).
+    pub const QUIC_0RTT_REFUSED: &str = "smbq_quic_0rtt_refused_total";
     /// Gauge: the QUIC server certificate's notAfter, Unix seconds (smbq).
     pub const CERTIFICATE_EXPIRY: &str = "smbq_certificate_expiry_timestamp_seconds";
 }

@@ -38,6 +38,8 @@ pub fn install(addr: SocketAddr) -> anyhow::Result<()> {
     describe_counter!(names::SENT_BYTES, Unit::Bytes, "SMB message bytes sent (with the 4-byte framing), by transport");
     describe_histogram!(names::QUIC_RTT, Unit::Seconds, "QUIC path RTT, sampled per connection");
     describe_counter!(names::QUIC_LOST_PACKETS, "QUIC packets lost");
+    describe_counter!(names::QUIC_0RTT_ACCEPTED, "QUIC connections resumed with 0-RTT data accepted");
+    describe_counter!(names::QUIC_0RTT_REFUSED, "QUIC connections whose 0-RTT data was refused (ticket unknown, used or stale)");
     describe_gauge!(names::CERTIFICATE_EXPIRY, Unit::Seconds, "The QUIC server certificate's notAfter, Unix seconds");
     Ok(())
 }

@@ -9,6 +9,11 @@
 //! unless NEGOTIATE agreed smbq's multi-stream extension
 //! (`docs/multistream.md`), when it may open up to the number agreed
 //! (see `accept_streams` in lib.rs).
+//!
+//! Clients that ask get TLS session tickets and may send their NEGOTIATE
+//! as 0-RTT data on their next connection ([`zero_rtt`], docs/zero-rtt.md).
+
+pub mod zero_rtt;
 
 use crate::{serve_framed, FrameWriter, Hooks, QuicStreams, Source, SEND_TIMEOUT};
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
@@ -107,7 +112,7 @@ pub fn transport_config(opts: &QuicOptions) -> TransportConfig {
 /// `opts.endpoints` QUIC endpoints serving SMB on `addr`, one port (that
 /// of the first when `addr`'s is 0); serve each with [`serve`].
 pub fn endpoints(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions) -> std::io::Result<Vec<Endpoint>> {
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(std::io::Error::other)?;
+    let crypto = zero_rtt::TicketsOnRequest::new(tls)?;
     let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     sc.transport_config(Arc::new(transport_config(opts)));
     sc.migration(true);
@@ -170,17 +175,7 @@ pub async fn serve(
 async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOptions) {
     let peer = incoming.remote_address();
     let local = incoming.local_ip().map(|ip| SocketAddr::new(ip, 0));
-    let conn = match tokio::time::timeout(opts.handshake_timeout, incoming).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            info!(%peer, error = %e, "QUIC handshake failed");
-            return;
-        }
-        Err(_) => {
-            info!(%peer, "QUIC handshake not finished in time; dropping");
-            return;
-        }
-    };
+    let Some((conn, handshake)) = handshake(incoming, peer, opts.handshake_timeout).await else { return };
     let (send, recv) = match tokio::time::timeout(opts.handshake_timeout, conn.accept_bi()).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -200,9 +195,81 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     if server.metrics.is_some() {
         tokio::spawn(sample_path(conn.clone()));
     }
-    let source = Source::Quic(smbq_udp::StreamChunks::new(recv, opts.udp.clone()), conn.clone());
+    // Until the handshake is complete only a first NEGOTIATE may run
+    // (from 0-RTT data; its answer goes as 0.5-RTT data, RFC 9001 4.1.1).
+    let stream = smbq_udp::StreamChunks::new(recv, opts.udp.clone()).hold(zero_rtt::is_negotiate, handshake);
+    let source = Source::Quic(stream, conn.clone());
     serve_framed(source, FrameWriter::Quic(QuicStreams::new(send)), info, server, opts.send_timeout, hooks).await;
     conn.close(VarInt::from_u32(0), b"");
+}
+
+/// Accept `incoming` as a 0-RTT connection (RFC 9001 4.6): streams the
+/// client opened in its early data can be read before the handshake is
+/// complete, and what the server sends then goes as 0.5-RTT data. Returns
+/// the connection and a future that resolves when the handshake is done:
+/// true if it completed, false if it failed or timed out (the connection
+/// is closed then). None if the connection failed before its ClientHello
+/// was read.
+async fn handshake(incoming: quinn::Incoming, peer: SocketAddr, timeout: Duration) -> Option<(quinn::Connection, impl std::future::Future<Output = bool> + Send + 'static)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let failed = |e: &dyn std::fmt::Display| info!(%peer, error = %e, "QUIC handshake failed");
+    let mut connecting = incoming.accept().map_err(|e| failed(&e)).ok()?;
+    // The ClientHello has been read once the handshake data is there: it
+    // says whether the early data was accepted (zero_rtt::Handshake).
+    match tokio::time::timeout_at(deadline, connecting.handshake_data()).await {
+        Ok(Ok(data)) => {
+            if let Ok(h) = data.downcast::<zero_rtt::Handshake>() {
+                if h.early_data == zero_rtt::EarlyData::Refused {
+                    info!(%peer, "QUIC 0-RTT data refused (ticket unknown, used already or stale; a replay?): its early data is dropped");
+                }
+                tracing::debug!(%peer, tickets = h.tickets, early_data = ?h.early_data, "QUIC ClientHello");
+            }
+        }
+        Ok(Err(e)) => {
+            failed(&e);
+            return None;
+        }
+        Err(_) => {
+            info!(%peer, "QUIC handshake not finished in time; dropping");
+            return None;
+        }
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (conn, done) = match connecting.into_0rtt() {
+        Ok(c) => c,
+        // Never on a server (quinn: a server always may); wait it out.
+        Err(connecting) => {
+            let conn = match tokio::time::timeout_at(deadline, connecting).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    failed(&e);
+                    return None;
+                }
+                Err(_) => return None,
+            };
+            let _ = tx.send(true);
+            return Some((conn, settled(rx)));
+        }
+    };
+    // A task of its own, so a handshake that never completes closes the
+    // connection whether or not a held message waits for it.
+    let watched = conn.clone();
+    tokio::spawn(async move {
+        // quinn's ZeroRttAccepted resolves when the handshake completes
+        // or the connection fails (its value is a client's notion).
+        let finished = tokio::time::timeout_at(deadline, done).await.is_ok();
+        if !finished {
+            info!(%peer, "QUIC handshake not finished in time; dropping");
+            watched.close(VarInt::from_u32(1), b"handshake timeout");
+        }
+        let _ = tx.send(finished && watched.close_reason().is_none());
+    });
+    Some((conn, settled(rx)))
+}
+
+/// True once the handshake completed, false if it failed.
+async fn settled(rx: tokio::sync::oneshot::Receiver<bool>) -> bool {
+    rx.await.unwrap_or(false)
 }
 
 /// How often [`sample_path`] samples a connection.

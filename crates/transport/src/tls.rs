@@ -409,12 +409,22 @@ pub fn server_config(certs: Arc<Certificates>, access: &ClientAccess) -> Result<
     };
     let mut cfg = builder.with_cert_resolver(certs);
     cfg.alpn_protocols = vec![ALPN.to_vec()];
-    // No TLS 1.3 session tickets (RFC 8446 4.6.1): nothing resumes a
-    // session yet, and Samba 4.23+'s QUIC client (ngtcp2 over GnuTLS)
-    // frees its TLS state once the handshake is done, so a ticket that
-    // arrives later in a 1-RTT CRYPTO frame fails it (GnuTLS "Epoch ... out
-    // of range", alert internal_error, ngtcp2 ERR_CRYPTO): see the README.
+    // No TLS 1.3 session tickets (RFC 8446 4.6.1) by default: Samba
+    // 4.23+'s QUIC client (ngtcp2 over GnuTLS) frees its TLS state once
+    // the handshake is done, so a ticket that arrives later in a 1-RTT
+    // CRYPTO frame fails it (GnuTLS "Epoch ... out of range", alert
+    // internal_error, ngtcp2 ERR_CRYPTO): see the README. Clients that ask
+    // get tickets (`quic::zero_rtt::TicketsOnRequest`, docs/zero-rtt.md).
     cfg.send_tls13_tickets = 0;
+    // Resumption is stateful, so tickets are single use (rustls `take`s
+    // the session: `attempt_tls13_ticket_decryption` in rustls 0.23
+    // server/tls13.rs) and a replayed ClientHello's early data is
+    // refused (RFC 8446 8.1); rustls allows early data only so. The
+    // builder's ticketer (none: `NeverProducesTickets`) stays.
+    cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(crate::quic::zero_rtt::SESSIONS);
+    // 0-RTT for resumed sessions: QUIC takes no limit but u32::MAX
+    // (RFC 9001 4.6.1: max_early_data_size must be 0xffffffff).
+    cfg.max_early_data_size = u32::MAX;
     Ok(cfg)
 }
 

@@ -10,6 +10,8 @@
 
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -50,11 +52,50 @@ pub struct StreamChunks {
     buf: ChunkQueue,
     /// Where the bytes gathered (copied) here are counted.
     counters: Arc<crate::Counters>,
+    /// Messages held back until an event: see [`StreamChunks::hold`].
+    hold: Option<Hold>,
+}
+
+/// See [`StreamChunks::hold`].
+struct Hold {
+    /// Whether the stream's first message may go before `until`.
+    first_passes: fn(&[u8]) -> bool,
+    /// A message was handed on already.
+    started: bool,
+    /// Resolves to true when held messages may go, false when they must
+    /// never go (the stream then ends).
+    until: Pin<Box<dyn Future<Output = bool> + Send>>,
 }
 
 impl StreamChunks {
     pub fn new(stream: quinn::RecvStream, counters: Arc<crate::Counters>) -> Self {
-        StreamChunks { stream, buf: ChunkQueue::default(), counters }
+        StreamChunks { stream, buf: ChunkQueue::default(), counters, hold: None }
+    }
+
+    /// Hold messages back until `until` resolves: the stream's first
+    /// message goes at once if `first_passes` says so of its bytes (its
+    /// first 4 KiB at least), every other message waits; if `until`
+    /// resolves to false, the stream ends there (nothing held is handed
+    /// on). A server uses this for what arrives as QUIC 0-RTT data, which
+    /// an attacker may have replayed (RFC 9001 4.6.1, RFC 8446 8 and
+    /// E.5): only a first message that is safe to replay is served before
+    /// the handshake completes.
+    pub fn hold(mut self, first_passes: fn(&[u8]) -> bool, until: impl Future<Output = bool> + Send + 'static) -> Self {
+        self.hold = Some(Hold { first_passes, started: false, until: Box::pin(until) });
+        self
+    }
+
+    /// Wait, if `head` (the start of the next message) must be held.
+    /// False: the message must not be handed on.
+    async fn release(&mut self, head: &[u8]) -> bool {
+        let Some(h) = &mut self.hold else { return true };
+        let first = !std::mem::replace(&mut h.started, true);
+        if first && (h.first_passes)(head) {
+            return true;
+        }
+        let ok = h.until.as_mut().await;
+        self.hold = None;
+        ok
     }
 
     /// Where this stream counts what it copies (for the connection's other streams).
@@ -99,6 +140,9 @@ impl StreamChunks {
         }
         let m = self.buf.message(len);
         self.count();
+        if self.hold.is_some() && !self.release(&m.0).await {
+            return None;
+        }
         Some(m)
     }
 
