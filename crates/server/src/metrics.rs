@@ -43,6 +43,9 @@ pub mod names {
     pub const QUIC_RTT: &str = "smbq_quic_rtt_seconds";
     /// Counter: QUIC packets lost (smbq-transport).
     pub const QUIC_LOST_PACKETS: &str = "smbq_quic_lost_packets_total";
+    /// Counter: QUIC connections seen moving to another client address
+    /// (connection migration; smbq-transport).
+    pub const QUIC_MIGRATIONS: &str = "smbq_quic_migrations_total";
     /// Gauge: the QUIC server certificate's notAfter, Unix seconds (smbq).
     pub const CERTIFICATE_EXPIRY: &str = "smbq_certificate_expiry_timestamp_seconds";
 }

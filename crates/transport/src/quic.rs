@@ -188,6 +188,7 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     if server.metrics.is_some() {
         tokio::spawn(sample_path(conn.clone()));
     }
+    tokio::spawn(crate::quic_path::watch(conn.clone()));
     serve_framed(Source::Quic(smbq_udp::StreamChunks::new(recv, opts.udp.clone())), FrameWriter::Quic(send), info, server, opts.send_timeout, on_logon).await;
     conn.close(VarInt::from_u32(0), b"");
 }
