@@ -76,7 +76,17 @@ struct Summary {
     skipped_bytes: u64,
     seconds: f64,
     transport: &'static str,
+    /// Times a lost connection was replaced by a new one ([`recover`]).
+    reconnects: u64,
+    /// Of those, how many got their file back by reclaiming its durable
+    /// handle (the rest opened it again by name).
+    reclaimed: u64,
 }
+
+/// What [`recover`] did in this process, for the summary: a transfer
+/// command runs once per process.
+static RECONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static RECLAIMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn bar(total: u64, json: bool) -> ProgressBar {
     let target = if json { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
@@ -134,7 +144,8 @@ where
         skipped += r??;
     }
     pb.finish_and_clear();
-    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport })
+    let count = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport, reconnects: count(&RECONNECTS), reclaimed: count(&RECLAIMED) })
 }
 
 pub async fn get(a: GetArgs) -> anyhow::Result<()> {
@@ -242,8 +253,12 @@ async fn recover(s: &mut Share, remote: &str, durable: Option<Durable>, e: &Clie
         Some(d) => s.reclaim(remote, d).await.ok(),
         None => None,
     };
+    RECONNECTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (fid, how) = match reclaimed {
-        Some(h) => (h.fid, "reclaimed its durable handle"),
+        Some(h) => {
+            RECLAIMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (h.fid, "reclaimed its durable handle")
+        }
         None => (s.create(remote, desired, disposition::OPEN, options::NON_DIRECTORY_FILE, 0).await?.fid, "reopened it by name"),
     };
     pb.suspend(|| eprintln!("{remote}: connection lost ({e}); reconnected and {how}"));
