@@ -15,17 +15,20 @@ leave from the new address and nothing reaches the old one.
   the client did not reconnect (its `--json` summary counts reconnects).
 * TCP, for contrast: the connection is bound to the old address and dies
   with it, but only the client knows: the server keeps the old connection,
-  and the open on it, until TCP gives up on it (`limits.dead_peer_secs`,
-  120 s by default). The client notices the silence (`--response-timeout`,
-  60 s by default), connects again from the new address and asks for its
-  durable handle back: refused, the open is still live on the old
-  connection (our client does not name its old session in SESSION_SETUP's
-  PreviousSessionId, which would have the server end it). So it opens the
-  file again by name, which waits for the old open's batch oplock to be
-  broken, and as nobody answers the break, for `limits.oplock_break_secs`
-  (35 s by default). Then the copy carries on and is byte-exact too, over a
-  second TCP connection. Here both waits are shortened (5 s and 2 s); on
-  the defaults the address change costs a TCP copy about 95 s.
+  and the open on it, until it gives up sending on it (60 s,
+  smbq_transport::SEND_TIMEOUT) or TCP does (`limits.dead_peer_secs`,
+  120 s). Here the client notices the silence after 5 s
+  (`--response-timeout`, 60 s by default), connects again from the new
+  address and asks for its durable handle back: refused, the open is
+  still live on the old connection (our client does not name its old
+  session in SESSION_SETUP's PreviousSessionId, which would have the
+  server end it). So it opens the file again by name, which waits for the
+  old open's batch oplock to be broken, and as nobody answers the break,
+  for `limits.oplock_break_secs` (shortened to 2 s here; 35 s by default).
+  Then the copy carries on and is byte-exact too, over a second TCP
+  connection. On the defaults the client's 60 s and the server's 60 s run
+  out together, and in `smbq-bench suite --scenarios S5m` the reclaim
+  came after the server had dropped the old connection and succeeded.
 """
 
 from __future__ import annotations
