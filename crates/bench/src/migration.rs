@@ -21,6 +21,19 @@
 //! dies with the address and `smbq get` connects again once
 //! `--response-timeout` (its default, [`RESPONSE_TIMEOUT_S`]) has passed
 //! without an answer.
+//!
+//! Measured (bench/results/2026-11-27-s5m, three repetitions on the 2-core
+//! test machine): smbq-quic read the file in 2.12-2.41 s, and across the
+//! move in 2.71-2.86 s, losing 0.45-0.66 s (about 11-16 round trips)
+//! on one connection that the server moved and validated once. That is
+//! what a new path costs: RFC 9000 section 9.4 has the server start its
+//! congestion window, RTT estimate and path MTU afresh on a new IP, it
+//! sends at most three times what it received there until the client
+//! answers the PATH_CHALLENGE, and what was in flight to the old address
+//! is lost. smbq-tcp-enc took 4.23-4.29 s, and across the move 64.8 s:
+//! the client waited out its 60 s response timeout, connected again and
+//! reclaimed its durable handle (the server had dropped the dead
+//! connection a moment earlier, its own send timeout being 60 s too).
 
 use crate::linkem::{Link, TUN_NAME};
 use crate::peers::{self, Server};

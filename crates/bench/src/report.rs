@@ -93,10 +93,12 @@ const SYSTEMS: [&str; 8] = [
 const BASELINE: &str = "samba-tcp-enc";
 
 /// Columns in this order; other figures follow by name.
-const FIGURES: [&str; 20] = [
+const FIGURES: [&str; 22] = [
     "mb_s",
     "iops",
     "seconds",
+    "seconds_moved",
+    "lost_s",
     "handshake_ms",
     "negotiate_ms",
     "session_setup_ms",
