@@ -171,7 +171,14 @@ fn get(link: &Link, system: &str, srv: &Server, local: &Path, want: [u8; 32], mv
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        moved = Some(Moved::new(link)?);
+        match Moved::new(link) {
+            Ok(m) => moved = Some(m),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        }
         if child.try_wait()?.is_some() {
             bail!("the read ended before the address change was done: make the file larger");
         }

@@ -16,6 +16,7 @@ use smbq_wire::create::{disposition, options};
 use smbq_wire::{FileId, NtStatus};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -85,8 +86,8 @@ struct Summary {
 
 /// What [`recover`] did in this process, for the summary: a transfer
 /// command runs once per process.
-static RECONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static RECLAIMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static RECONNECTS: AtomicU64 = AtomicU64::new(0);
+static RECLAIMED: AtomicU64 = AtomicU64::new(0);
 
 fn bar(total: u64, json: bool) -> ProgressBar {
     let target = if json { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
@@ -144,8 +145,8 @@ where
         skipped += r??;
     }
     pb.finish_and_clear();
-    let count = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport, reconnects: count(&RECONNECTS), reclaimed: count(&RECLAIMED) })
+    let (reconnects, reclaimed) = (RECONNECTS.load(Ordering::Relaxed), RECLAIMED.load(Ordering::Relaxed));
+    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport, reconnects, reclaimed })
 }
 
 pub async fn get(a: GetArgs) -> anyhow::Result<()> {
@@ -253,10 +254,10 @@ async fn recover(s: &mut Share, remote: &str, durable: Option<Durable>, e: &Clie
         Some(d) => s.reclaim(remote, d).await.ok(),
         None => None,
     };
-    RECONNECTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    RECONNECTS.fetch_add(1, Ordering::Relaxed);
     let (fid, how) = match reclaimed {
         Some(h) => {
-            RECLAIMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            RECLAIMED.fetch_add(1, Ordering::Relaxed);
             (h.fid, "reclaimed its durable handle")
         }
         None => (s.create(remote, desired, disposition::OPEN, options::NON_DIRECTORY_FILE, 0).await?.fid, "reopened it by name"),
