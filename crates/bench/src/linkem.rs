@@ -226,7 +226,7 @@ pub struct Link {
 }
 
 /// Name of the TUN in each namespace.
-const TUN_NAME: &str = "smbqlnk0";
+pub(crate) const TUN_NAME: &str = "smbqlnk0";
 /// Bound of the delay line without a rate limit.
 const LINE_MAX_PACKETS: usize = 100_000;
 const LINE_MAX_BYTES: usize = 256 << 20;

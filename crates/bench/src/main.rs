@@ -16,6 +16,7 @@
 mod ceilings;
 mod compare;
 mod linkem;
+mod migration;
 mod packets;
 mod peers;
 mod random;

@@ -67,12 +67,13 @@ pub fn write(results: &Results, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// The scenarios of BENCHMARKS.md, in report order, with their titles.
-const SCENARIOS: [(&str, &str); 6] = [
+const SCENARIOS: [(&str, &str); 7] = [
     ("S1", "single-seq"),
     ("S2", "single-rand"),
     ("S3", "multiple-rand"),
     ("S4", "file groups over a degraded link"),
     ("S5", "connection phases"),
+    ("S5m", "a transfer across an address change"),
     ("S6", "scale"),
 ];
 
@@ -93,10 +94,12 @@ const SYSTEMS: [&str; 9] = [
 const BASELINE: &str = "samba-tcp-enc";
 
 /// Columns in this order; other figures follow by name.
-const FIGURES: [&str; 21] = [
+const FIGURES: [&str; 23] = [
     "mb_s",
     "iops",
     "seconds",
+    "seconds_moved",
+    "lost_s",
     "handshake_ms",
     "negotiate_ms",
     "session_setup_ms",

@@ -43,7 +43,8 @@ pub struct SuiteArgs {
     /// whole S4 delay x loss grid with both file groups, S5 at 0-50 ms.
     #[arg(long)]
     full: bool,
-    /// Scenarios to run.
+    /// Scenarios to run; S5m (a read across the client's change of
+    /// address, migration.rs) only when named.
     #[arg(long, value_delimiter = ',', default_value = "S1,S2,S3,S4,S5,S6")]
     scenarios: Vec<String>,
     /// Rows to run (default: all).
@@ -227,10 +228,10 @@ pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
     if scenario("S1") {
         ceilings(&plan, &parent, &want, &mut book, &mut progress);
     }
-    if scenario("S4") || scenario("S5") {
+    if scenario("S4") || scenario("S5") || scenario("S5m") {
         if let Err(e) = over_link(&plan, work.path(), a.smbq_config.as_deref(), &want, &scenario, &mut book, &mut progress, &mut link_checks) {
             eprintln!("the link scenarios stopped: {e:#}");
-            for s in ["S4", "S5"].into_iter().filter(|s| scenario(s)) {
+            for s in ["S4", "S5", "S5m"].into_iter().filter(|s| scenario(s)) {
                 book.fail(s, "all", "all", &[], &format!("failed: {e:#}"));
             }
         }
@@ -664,6 +665,39 @@ fn over_link(
                                 book.fail("S5", &case, sys, &point, &format!("failed: {e:#}"));
                             }
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    // S5m: a read across the client's change of address (migration.rs).
+    if scenario("S5m") {
+        let (delay, size) = (20.0, crate::migration::SIZE);
+        crate::migration::prepare(&link)?;
+        if let Ok(srv) = &smbq {
+            put_in_share(&srv.share_dir.join(crate::migration::NAME), &crate::pattern(size as usize))?;
+        }
+        set(delay, 0.0, progress, checks)?;
+        let (case, point) = (format!("read-{}mib", size >> 20), [("delay_ms", delay)]);
+        for rep in 0..plan.reps_slow {
+            for sys in ["smbq-quic", "smbq-tcp-enc"].into_iter().filter(|s| want(s)) {
+                let srv = match server_of(sys, &smbq, &smbd) {
+                    Ok(s) => s,
+                    Err(why) => {
+                        book.fail("S5m", &case, sys, &point, &why);
+                        continue;
+                    }
+                };
+                let what = format!("S5m {case} {sys} {delay}ms rep {}/{}", rep + 1, plan.reps_slow);
+                match crate::migration::measure(&link, sys, srv, &work.join("link-smbq").join("server.log"), &work.join("s5m-local")) {
+                    Ok(f) => {
+                        progress.step(&what, &f.iter().map(|(k, v)| format!("{k} {v:.2}")).collect::<Vec<_>>().join(", "));
+                        book.add("S5m", &case, sys, &point, &f);
+                    }
+                    Err(e) => {
+                        progress.step(&what, &format!("failed: {e:#}"));
+                        book.fail("S5m", &case, sys, &point, &format!("failed: {e:#}"));
                     }
                 }
             }

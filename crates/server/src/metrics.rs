@@ -49,6 +49,9 @@ pub mod names {
     /// Counter: QUIC connections whose 0-RTT data was refused (a ticket
     /// unknown, used already or stale: a replay, or a server restart).
     pub const QUIC_0RTT_REFUSED: &str = "smbq_quic_0rtt_refused_total";
+    /// Counter: QUIC connections seen moving to another client address
+    /// (connection migration; smbq-transport).
+    pub const QUIC_MIGRATIONS: &str = "smbq_quic_migrations_total";
     /// Gauge: the QUIC server certificate's notAfter, Unix seconds (smbq).
     pub const CERTIFICATE_EXPIRY: &str = "smbq_certificate_expiry_timestamp_seconds";
 }

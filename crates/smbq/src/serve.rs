@@ -78,7 +78,7 @@ pub struct ServeArgs {
     /// smbq_request_duration_seconds{command}, smbq_errors_total{status},
     /// smbq_read_bytes_total, smbq_written_bytes_total,
     /// smbq_received_bytes_total{transport}, smbq_sent_bytes_total{transport},
-    /// smbq_quic_rtt_seconds, smbq_quic_lost_packets_total,
+    /// smbq_quic_rtt_seconds, smbq_quic_lost_packets_total, smbq_quic_migrations_total,
     /// smbq_certificate_expiry_timestamp_seconds.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,

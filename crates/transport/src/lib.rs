@@ -16,6 +16,7 @@
 
 pub mod interfaces;
 pub mod quic;
+pub mod quic_path;
 pub mod tcp;
 pub mod tls;
 

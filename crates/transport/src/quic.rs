@@ -195,6 +195,7 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     if server.metrics.is_some() {
         tokio::spawn(sample_path(conn.clone()));
     }
+    tokio::spawn(crate::quic_path::watch(conn.clone()));
     // Until the handshake is complete only a first NEGOTIATE may run
     // (from 0-RTT data; its answer goes as 0.5-RTT data, RFC 9001 4.1.1).
     let stream = smbq_udp::StreamChunks::new(recv, opts.udp.clone()).hold(zero_rtt::is_negotiate, handshake);

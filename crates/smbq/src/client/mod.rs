@@ -47,6 +47,9 @@ pub struct ConnectArgs {
     /// Seconds to wait for the connection and logon.
     #[arg(long, default_value_t = 20)]
     pub timeout: u64,
+    /// Seconds without an answer, with requests outstanding, after which the connection counts as lost (get and put then reconnect).
+    #[arg(long, default_value_t = 60)]
+    pub response_timeout: u64,
     /// Use the SMB3 POSIX extensions (SMB 3.1.1; smbq with a `posix` share, Samba with `smb3 unix extensions`): modes, owners, symlinks, names in their exact case. An error if the server does not offer them for the share.
     #[arg(long)]
     pub posix: bool,
@@ -128,6 +131,7 @@ impl ConnectArgs {
             password,
             domain,
             timeout: Duration::from_secs(self.timeout.max(1)),
+            response_timeout: Duration::from_secs(self.response_timeout.max(1)),
             encrypt: self.encrypt,
             posix: self.posix,
             quic_streams: self.quic_streams,

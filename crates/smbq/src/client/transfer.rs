@@ -16,6 +16,7 @@ use smbq_wire::create::{disposition, options};
 use smbq_wire::{FileId, NtStatus};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -78,7 +79,17 @@ struct Summary {
     transport: &'static str,
     /// QUIC streams the (first) connection used: more than 1 with smbq's multi-stream extension.
     streams: usize,
+    /// Times a lost connection was replaced by a new one ([`recover`]).
+    reconnects: u64,
+    /// Of those, how many got their file back by reclaiming its durable
+    /// handle (the rest opened it again by name).
+    reclaimed: u64,
 }
+
+/// What [`recover`] did in this process, for the summary: a transfer
+/// command runs once per process.
+static RECONNECTS: AtomicU64 = AtomicU64::new(0);
+static RECLAIMED: AtomicU64 = AtomicU64::new(0);
 
 fn bar(total: u64, json: bool) -> ProgressBar {
     let target = if json { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
@@ -137,7 +148,8 @@ where
         skipped += r??;
     }
     pb.finish_and_clear();
-    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport, streams })
+    let (reconnects, reclaimed) = (RECONNECTS.load(Ordering::Relaxed), RECLAIMED.load(Ordering::Relaxed));
+    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport, streams, reconnects, reclaimed })
 }
 
 pub async fn get(a: GetArgs) -> anyhow::Result<()> {
@@ -245,8 +257,12 @@ async fn recover(s: &mut Share, remote: &str, durable: Option<Durable>, e: &Clie
         Some(d) => s.reclaim(remote, d).await.ok(),
         None => None,
     };
+    RECONNECTS.fetch_add(1, Ordering::Relaxed);
     let (fid, how) = match reclaimed {
-        Some(h) => (h.fid, "reclaimed its durable handle"),
+        Some(h) => {
+            RECLAIMED.fetch_add(1, Ordering::Relaxed);
+            (h.fid, "reclaimed its durable handle")
+        }
         None => (s.create(remote, desired, disposition::OPEN, options::NON_DIRECTORY_FILE, 0).await?.fid, "reopened it by name"),
     };
     pb.suspend(|| eprintln!("{remote}: connection lost ({e}); reconnected and {how}"));
