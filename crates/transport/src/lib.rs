@@ -160,8 +160,9 @@ pub(crate) enum Source {
     Tcp(std::net::TcpStream),
     /// The QUIC connection's first stream, which a reader task cuts into
     /// frames, and the connection, whose further streams are accepted
-    /// once the multi-stream extension is agreed (see [`accept_streams`]).
-    Quic(StreamChunks, quinn::Connection),
+    /// once the multi-stream extension is agreed (see [`accept_streams`]),
+    /// and how its handshake ends (they wait for that).
+    Quic(StreamChunks, quinn::Connection, quic::Settled),
 }
 
 /// Cut a QUIC stream into frames for the engine until the peer ends it,
@@ -184,10 +185,12 @@ async fn read_quic(mut rd: StreamChunks, stream: u16, tx: mpsc::Sender<Frame>, a
 /// 1, 2, ... (in the order accepted), a reader like the first's, and its
 /// send half goes to the writer. At most `agreed - 1` streams are
 /// accepted over the connection's life; then the peer gets no more stream
-/// credit. The readers end with this task (aborted with the control
-/// stream's reader).
+/// credit. Nothing read on them reaches the engine before the handshake
+/// is complete (they cannot carry 0-RTT data, docs/zero-rtt.md). The
+/// readers end with this task (aborted with the control stream's reader).
 async fn accept_streams(
     conn: quinn::Connection,
+    handshake: quic::Settled,
     agreed: tokio::sync::oneshot::Receiver<u16>,
     sends: mpsc::UnboundedSender<(u16, quinn::SendStream)>,
     (tx, adm, udp, peer): (mpsc::Sender<Frame>, Arc<Admission>, Arc<smbq_udp::Counters>, Option<SocketAddr>),
@@ -200,7 +203,8 @@ async fn accept_streams(
             break;
         }
         debug!(?peer, stream, "stream accepted");
-        readers.spawn(read_quic(StreamChunks::new(recv, Arc::clone(&udp)), stream, tx.clone(), Arc::clone(&adm), peer));
+        let held = StreamChunks::new(recv, Arc::clone(&udp)).hold(|_| false, quic::settled(handshake.clone()));
+        readers.spawn(read_quic(held, stream, tx.clone(), Arc::clone(&adm), peer));
         if stream + 1 == agreed {
             conn.set_max_concurrent_bi_streams(quinn::VarInt::from_u32(0));
         }
@@ -555,7 +559,7 @@ pub(crate) async fn serve_framed(
                 return;
             }
         },
-        Source::Quic(stream, conn) => {
+        Source::Quic(stream, conn, handshake) => {
             let (in_tx, in_rx) = mpsc::channel::<Frame>(QUEUE);
             let FrameWriter::Quic(streams) = &mut wr else { return };
             let (sends_tx, sends_rx) = mpsc::unbounded_channel();
@@ -563,6 +567,7 @@ pub(crate) async fn serve_framed(
             let (agreed_tx, agreed_rx) = tokio::sync::oneshot::channel();
             let more = AbortOnDrop(tokio::spawn(accept_streams(
                 conn.clone(),
+                handshake,
                 agreed_rx,
                 sends_tx,
                 (in_tx.clone(), Arc::clone(&adm), stream.counters(), peer),

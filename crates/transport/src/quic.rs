@@ -198,8 +198,8 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     tokio::spawn(crate::quic_path::watch(conn.clone()));
     // Until the handshake is complete only a first NEGOTIATE may run
     // (from 0-RTT data; its answer goes as 0.5-RTT data, RFC 9001 4.1.1).
-    let stream = smbq_udp::StreamChunks::new(recv, opts.udp.clone()).hold(zero_rtt::is_negotiate, handshake);
-    let source = Source::Quic(stream, conn.clone());
+    let stream = smbq_udp::StreamChunks::new(recv, opts.udp.clone()).hold(zero_rtt::is_negotiate, settled(handshake.clone()));
+    let source = Source::Quic(stream, conn.clone(), handshake);
     serve_framed(source, FrameWriter::Quic(QuicStreams::new(send)), info, server, opts.send_timeout, hooks).await;
     conn.close(VarInt::from_u32(0), b"");
 }
@@ -211,7 +211,7 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
 /// true if it completed, false if it failed or timed out (the connection
 /// is closed then). None if the connection failed before its ClientHello
 /// was read.
-async fn handshake(incoming: quinn::Incoming, peer: SocketAddr, timeout: Duration) -> Option<(quinn::Connection, impl std::future::Future<Output = bool> + Send + 'static)> {
+async fn handshake(incoming: quinn::Incoming, peer: SocketAddr, timeout: Duration) -> Option<(quinn::Connection, Settled)> {
     let deadline = tokio::time::Instant::now() + timeout;
     let failed = |e: &dyn std::fmt::Display| info!(%peer, error = %e, "QUIC handshake failed");
     let mut connecting = incoming.accept().map_err(|e| failed(&e)).ok()?;
@@ -235,7 +235,7 @@ async fn handshake(incoming: quinn::Incoming, peer: SocketAddr, timeout: Duratio
             return None;
         }
     }
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (tx, rx) = tokio::sync::watch::channel(None);
     let (conn, done) = match connecting.into_0rtt() {
         Ok(c) => c,
         // Never on a server (quinn: a server always may); wait it out.
@@ -248,8 +248,8 @@ async fn handshake(incoming: quinn::Incoming, peer: SocketAddr, timeout: Duratio
                 }
                 Err(_) => return None,
             };
-            let _ = tx.send(true);
-            return Some((conn, settled(rx)));
+            let _ = tx.send(Some(true));
+            return Some((conn, rx));
         }
     };
     // A task of its own, so a handshake that never completes closes the
@@ -263,14 +263,18 @@ async fn handshake(incoming: quinn::Incoming, peer: SocketAddr, timeout: Duratio
             info!(%peer, "QUIC handshake not finished in time; dropping");
             watched.close(VarInt::from_u32(1), b"handshake timeout");
         }
-        let _ = tx.send(finished && watched.close_reason().is_none());
+        let _ = tx.send(Some(finished && watched.close_reason().is_none()));
     });
-    Some((conn, settled(rx)))
+    Some((conn, rx))
 }
 
+/// How a connection's handshake ended: `None` while under way, then
+/// whether it completed.
+pub(crate) type Settled = tokio::sync::watch::Receiver<Option<bool>>;
+
 /// True once the handshake completed, false if it failed.
-async fn settled(rx: tokio::sync::oneshot::Receiver<bool>) -> bool {
-    rx.await.unwrap_or(false)
+pub(crate) async fn settled(mut rx: Settled) -> bool {
+    rx.wait_for(Option::is_some).await.ok().and_then(|v| *v).unwrap_or(false)
 }
 
 /// How often [`sample_path`] samples a connection.
