@@ -4,56 +4,20 @@
 //! LOGOFF or CLOSE, and a new connection of the same user reclaims the open
 //! with DH2C and finds every byte it wrote.
 
-use smbq_auth::UserDb;
 use smbq_client::{Client, ClientError, QuicTarget};
-use smbq_server::{Server, ServerConfig, ShareConfig};
-use smbq_transport::quic::{self, QuicOptions};
-use smbq_transport::tls::{self, ClientAccess};
+use smbq_transport::quic::QuicOptions;
 use smbq_wire::create::{ctx_name, disposition, share, CreateContext, CreateRequest, CreateResponse};
 use smbq_wire::header::HEADER_LEN;
 use smbq_wire::oplock_break::level;
 use smbq_wire::{Command, FileId, NtStatus};
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
-struct Running {
-    addr: SocketAddr,
-    cert: rustls::pki_types::CertificateDer<'static>,
-    stop: Option<oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
+mod common;
+use common::Running;
 
 /// The server on its defaults, QUIC only, one share; users alice and bob.
 async fn start() -> Running {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("share")).unwrap();
-    let mut users = UserDb::new();
-    users.add("alice", "secret");
-    users.add("bob", "hunter2");
-    let mut config = ServerConfig::default();
-    config.shares.push(ShareConfig::new("share", dir.path().join("share")));
-    let server = Arc::new(Server::new(config, users).unwrap());
-    let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
-    let cert = id.chain[0].clone();
-    let opts = QuicOptions::default();
-    let tls_cfg = tls::server_config(tls::Certificates::new(&id).unwrap(), &ClientAccess::default()).unwrap();
-    let ep = quic::endpoint("127.0.0.1:0".parse().unwrap(), tls_cfg, &opts).unwrap();
-    let addr = ep.local_addr().unwrap();
-    let (stop, rx) = oneshot::channel::<()>();
-    tokio::spawn(quic::serve(ep, server, opts, async move {
-        let _ = rx.await;
-    }));
-    Running { addr, cert, stop: Some(stop), _dir: dir }
+    common::start(&[("alice", "secret"), ("bob", "hunter2")], QuicOptions::default()).await
 }
 
 /// A new QUIC connection (its own endpoint, so its own UDP port), logged

@@ -9,41 +9,22 @@
 //! the moved client's datagrams reach the one that owns the connection
 //! only because they are steered by connection ID.
 
-use smbq_auth::UserDb;
 use smbq_client::{Client, QuicTarget};
-use smbq_server::{Server, ServerConfig, ShareConfig};
-use smbq_transport::quic::{self, QuicOptions};
-use smbq_transport::tls::{self, ClientAccess};
+
+mod common;
+use smbq_transport::quic::QuicOptions;
 use smbq_wire::create::disposition;
-use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_continues_after_the_client_moves_to_a_new_ip() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("share")).unwrap();
+    let s = common::start(&[("alice", "secret")], QuicOptions { endpoints: 4, ..QuicOptions::default() }).await;
     let size = 48 << 20;
     let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8 ^ (i >> 16) as u8).collect();
-    std::fs::write(dir.path().join("share").join("big.bin"), &data).unwrap();
-    let mut users = UserDb::new();
-    users.add("alice", "secret");
-    let mut config = ServerConfig::default();
-    config.shares.push(ShareConfig::new("share", dir.path().join("share")));
-    let server = Arc::new(Server::new(config, users).unwrap());
-    let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
-    let tls_cfg = tls::server_config(tls::Certificates::new(&id).unwrap(), &ClientAccess::default()).unwrap();
-    let opts = QuicOptions { endpoints: 4, ..QuicOptions::default() };
-    let eps = quic::endpoints("127.0.0.1:0".parse().unwrap(), tls_cfg, &opts).unwrap();
-    let addr = eps[0].local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    for ep in &eps {
-        let mut w = stopped.clone();
-        tokio::spawn(quic::serve(ep.clone(), server.clone(), opts.clone(), async move {
-            let _ = w.wait_for(|s| *s).await;
-        }));
-    }
+    std::fs::write(s.share.join("big.bin"), &data).unwrap();
+    let (addr, eps) = (s.addr, &s.eps);
 
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(id.chain[0].clone()).unwrap();
+    roots.add(s.cert.clone()).unwrap();
     let mut c = Client::connect_quic(QuicTarget::new(addr, "localhost", roots)).await.unwrap();
     c.negotiate(true).await.unwrap();
     c.login("alice", "secret").await.unwrap();
@@ -82,5 +63,4 @@ async fn a_read_continues_after_the_client_moves_to_a_new_ip() {
     // The server challenged the new path and the client answered from it.
     let st = conn.stats();
     assert!(st.frame_rx.path_challenge > 0 && st.frame_tx.path_response > 0, "path validation: {:?}", st.frame_rx);
-    let _ = stop.send(true);
 }

@@ -4,54 +4,21 @@
 //! whose connection was lost reconnects in 0-RTT and reclaims its durable
 //! open. The replay of a 0-RTT first flight is in tests/e2e/test_zero_rtt.py.
 
-use smbq_auth::UserDb;
 use smbq_client::connect::{ConnectOptions, Transport, Trust};
 use smbq_client::share::{access, Share};
 use smbq_client::url::SmbUrl;
-use smbq_server::{Server, ServerConfig, ShareConfig};
-use smbq_transport::quic::{self, zero_rtt, QuicOptions};
-use smbq_transport::tls::{self, ClientAccess};
+use smbq_transport::quic::{zero_rtt, QuicOptions};
+use smbq_transport::tls;
 use smbq_wire::create::disposition;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
 
-struct Running {
-    addr: SocketAddr,
-    cert: rustls::pki_types::CertificateDer<'static>,
-    stop: Option<oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
+mod common;
+use common::Running;
 
 /// The server on its defaults, QUIC only, one share; user alice.
 async fn start() -> Running {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("share")).unwrap();
-    let mut users = UserDb::new();
-    users.add("alice", "secret");
-    let mut config = ServerConfig::default();
-    config.shares.push(ShareConfig::new("share", dir.path().join("share")));
-    let server = Arc::new(Server::new(config, users).unwrap());
-    let (id, _) = tls::load_or_generate(dir.path(), None, &[]).unwrap();
-    let cert = id.chain[0].clone();
-    let opts = QuicOptions::default();
-    let tls_cfg = tls::server_config(tls::Certificates::new(&id).unwrap(), &ClientAccess::default()).unwrap();
-    let ep = quic::endpoint("127.0.0.1:0".parse().unwrap(), tls_cfg, &opts).unwrap();
-    let addr = ep.local_addr().unwrap();
-    let (stop, rx) = oneshot::channel::<()>();
-    tokio::spawn(quic::serve(ep, server, opts, async move {
-        let _ = rx.await;
-    }));
-    Running { addr, cert, stop: Some(stop), _dir: dir }
+    common::start(&[("alice", "secret")], QuicOptions::default()).await
 }
 
 /// A bare QUIC client endpoint trusting `cert`, with early data allowed,
