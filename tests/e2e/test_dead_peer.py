@@ -23,6 +23,7 @@ import time
 import pytest
 
 import servers
+from netns import pair, sh, stop
 
 DEAD_PEER_SECS = 4
 BOUND = 30.0  # seconds the test waits at most for the release
@@ -73,29 +74,10 @@ PROBE = CLIENT + textwrap.dedent("""
 """)
 
 
-def sh(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture
 def netns():
-    tag = f"{os.getpid() % 100000}"
-    srv, cli = f"smbqs{tag}", f"smbqc{tag}"
-    vs, vc = f"vs{tag}", f"vc{tag}"
-    sh("ip", "netns", "add", srv)
-    try:
-        sh("ip", "netns", "add", cli)
-        sh("ip", "link", "add", vs, "type", "veth", "peer", "name", vc)
-        sh("ip", "link", "set", vs, "netns", srv)
-        sh("ip", "link", "set", vc, "netns", cli)
-        for ns, dev, ip in ((srv, vs, SRV_IP), (cli, vc, CLI_IP)):
-            sh("ip", "-n", ns, "addr", "add", f"{ip}/30", "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
+    with pair(SRV_IP, CLI_IP, 30, "d") as (srv, cli, _, vc):
         yield srv, cli, vc
-    finally:
-        for ns in (cli, srv):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
 def test_vanished_client_releases_its_open(netns, tmp_path):
@@ -147,11 +129,6 @@ def test_vanished_client_releases_its_open(netns, tmp_path):
         if holder is not None:
             holder.kill()
             holder.wait(10)
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
+        stop(server)
         log.join()
     assert "panicked" not in log.text()

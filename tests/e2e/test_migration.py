@@ -45,6 +45,7 @@ from pathlib import Path
 import pytest
 
 import servers
+from netns import pair, sh, stop
 from conftest import QUICK
 from files import random_file, sha256_file
 
@@ -63,32 +64,13 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
                                 reason="needs root and iproute2 for network namespaces")
 
 
-def sh(*argv: str, stdin: str | None = None) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=30, input=stdin, text=True)
-
-
 @pytest.fixture
 def netns():
     """Server namespace with SRV_IP; client namespace with OLD_IP; the
     server routes NEW_IP's subnet over the same link (as a router would)."""
-    tag = f"{os.getpid() % 100000}"
-    srv, cli = f"smbqms{tag}", f"smbqmc{tag}"
-    vs, vc = f"vms{tag}", f"vmc{tag}"
-    sh("ip", "netns", "add", srv)
-    try:
-        sh("ip", "netns", "add", cli)
-        sh("ip", "link", "add", vs, "type", "veth", "peer", "name", vc)
-        sh("ip", "link", "set", vs, "netns", srv)
-        sh("ip", "link", "set", vc, "netns", cli)
-        for ns, dev, ip in ((srv, vs, SRV_IP), (cli, vc, OLD_IP)):
-            sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
+    with pair(SRV_IP, OLD_IP, 24, "m") as (srv, cli, vs, vc):
         sh("ip", "-n", srv, "route", "add", f"{NEW_IP.rsplit('.', 1)[0]}.0/24", "dev", vs)
         yield srv, cli, vc
-    finally:
-        for ns in (cli, srv):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
 def change_address(cli_ns: str, dev: str) -> None:
@@ -176,12 +158,7 @@ def run_across_change(netns, tmp_path: Path, transport: str, config_toml: str | 
         if client is not None and client.poll() is None:
             client.kill()
             client.wait(10)
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
+        stop(server)
         log.join()
         result["log"] = log.text()
         (tmp_path / "share" / "big.bin").unlink(missing_ok=True)
