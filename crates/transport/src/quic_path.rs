@@ -24,7 +24,8 @@ use tracing::info;
 /// How often [`watch`] samples a connection (a lock on its state each time).
 pub const WATCH_EVERY: Duration = Duration::from_millis(500);
 
-/// Log the connection's address changes and path validations until it closes.
+/// Log the connection's address changes and path validations until it
+/// closes (sampled every [`WATCH_EVERY`] and once at the end).
 pub async fn watch(conn: quinn::Connection) {
     let migrations = metrics::counter!(smbq_server::metrics::names::QUIC_MIGRATIONS);
     let mut peer = conn.remote_address();
@@ -32,10 +33,12 @@ pub async fn watch(conn: quinn::Connection) {
     let mut tick = tokio::time::interval(WATCH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
-        tokio::select! {
-            _ = conn.closed() => return,
-            _ = tick.tick() => {}
-        }
+        // One last sample when it closes: a move shortly before the end
+        // (a transfer that finished quickly on the new path) counts too.
+        let end = tokio::select! {
+            _ = conn.closed() => true,
+            _ = tick.tick() => false,
+        };
         let now = conn.remote_address();
         let stats = conn.stats();
         if now != peer {
@@ -52,6 +55,9 @@ pub async fn watch(conn: quinn::Connection) {
         if stats.frame_rx.path_response > responses {
             responses = stats.frame_rx.path_response;
             info!(peer = %now, path_responses = responses, "QUIC path validated");
+        }
+        if end {
+            return;
         }
     }
 }
