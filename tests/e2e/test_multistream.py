@@ -10,11 +10,14 @@ suites unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+import servers
 from conftest import QUICK
 from files import random_file, sha256_file
 from test_client import Peer
@@ -35,6 +38,11 @@ def test_streams_agreed_and_transfers_byte_exact(start_server, tmp_path: Path, s
     down = json.loads(peer.run("get", "--json", peer.url("up.bin"), str(back), extra=streams).stdout)
     assert (down["bytes"], down["streams"]) == (size, used)
     assert sha256_file(back) == digest
+    # cat writes in order what may come out of order (a READ per stream).
+    cmd = [str(servers.smbq_bin()), "cat", *peer.args, *streams, peer.url("up.bin")]
+    cat = subprocess.run(cmd, env=peer.env, capture_output=True, timeout=600)
+    assert cat.returncode == 0, cat.stderr
+    assert hashlib.sha256(cat.stdout).hexdigest() == digest
     # Metadata and listings on the streams too.
     listing = peer.run("ls", peer.url(), extra=streams).stdout
     assert "up.bin" in listing

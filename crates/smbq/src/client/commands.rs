@@ -468,11 +468,25 @@ pub async fn cat(a: UrlsArgs) -> anyhow::Result<()> {
         let h = s.open_read(&u.path).await.with_context(|| format!("{u}"))?;
         let (chunk, depth) = (s.chunk, s.depth);
         let mut failed = None;
+        // Answers to different READs may come in any order (over several
+        // QUIC streams they do): pieces ahead of the next byte to write
+        // wait here, at most `depth` READs' worth.
+        let mut next = 0u64;
+        let mut ahead: std::collections::BTreeMap<u64, Vec<u8>> = Default::default();
         let r = s
             .client()
-            .read_range(h.fid, 0, h.info.size, chunk, depth, |_, piece| {
-                // Pieces come in order only within one READ: cat asks one at a time.
-                out.write_all(piece).inspect_err(|e| failed = Some(e.kind()))
+            .read_range(h.fid, 0, h.info.size, chunk, depth, |off, piece| {
+                if off != next {
+                    ahead.insert(off, piece.to_vec());
+                    return Ok(());
+                }
+                out.write_all(piece).inspect_err(|e| failed = Some(e.kind()))?;
+                next += piece.len() as u64;
+                while let Some(p) = ahead.remove(&next) {
+                    out.write_all(&p).inspect_err(|e| failed = Some(e.kind()))?;
+                    next += p.len() as u64;
+                }
+                Ok(())
             })
             .await;
         s.close(h.fid).await.ok();
