@@ -77,14 +77,13 @@ impl Client {
         let mut to_close: Vec<usize> = Vec::new();
         while finished < jobs.len() {
             while let Some(&job) = to_close.last() {
-                let Some(fid) = active.get(&job).and_then(|a| a.fid) else { break };
+                let Some((fid, stream)) = active.get(&job).and_then(|a| Some((a.fid?, a.stream))) else { break };
                 if !self.core.may_send(1)? {
                     break;
                 }
                 to_close.pop();
                 let mut b = Vec::new();
                 smbq_wire::close::CloseRequest { flags: 0, file_id: fid }.encode(&mut b);
-                let stream = active.get(&job).map_or(0, |a| a.stream);
                 let (id, m) = self.core.request(Command::CLOSE, 1, &b);
                 self.send_on(stream, m).await?;
                 waiting.insert(id, (job, Step::Close));
