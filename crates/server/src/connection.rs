@@ -354,8 +354,7 @@ impl Connection {
         if let Some(m) = &self.st.server.metrics {
             m.received(self.st.info.kind, 4 + head.len() + tail.iter().map(|t| t.len()).sum::<usize>());
         }
-        let r = self.on_stream(stream, |c| c.with_client(|c| c.frame(now, head, tail)));
-        r
+        self.on_stream(stream, |c| c.with_client(|c| c.frame(now, head, tail)))
     }
 
     /// Run `f` with answers it queues going on `stream`.
