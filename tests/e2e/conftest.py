@@ -11,17 +11,22 @@ A module picks the security mode by overriding the ``mode`` fixture (default
 Environment knobs:
   SMBQ_TEST_QUICK=1     smaller transfers and fewer smbtorture suites
   SMBQ_E2E_TARGETS=..   comma-separated targets (smbq, smbd)
-  SMBQ_BIN=PATH         the smbq binary (default target/release/smbq)
+  SMBQ_BUILD_DIR=DIR    where the binaries are (default target/ci, the profile scripts/test builds)
+  SMBQ_BIN=PATH         the smbq binary (default SMBQ_BUILD_DIR/smbq)
   SMBQ_E2E_KEEP=1       keep every server's temp dir (they are kept on failure)
   SMBQ_E2E_VERBOSE=1    start smbq with -v
 """
 
 from __future__ import annotations
 
+import fnmatch
+import gc
+import json
 import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +37,11 @@ import servers  # noqa: E402
 import torture  # noqa: E402
 
 QUICK = os.environ.get("SMBQ_TEST_QUICK") == "1"
-TARGETS = [t.strip() for t in os.environ.get("SMBQ_E2E_TARGETS", "smbq,smbd").split(",") if t.strip()]
+# smbd's own results are recorded in baselines/ (scripts/record-smbd-baselines);
+# SMBQ_E2E_TARGETS=smbq,smbd runs the reference server beside smbq again.
+TARGETS = [t.strip() for t in os.environ.get("SMBQ_E2E_TARGETS", "smbq").split(",") if t.strip()]
+HERE = Path(__file__).resolve().parent
+ALLOWED_SKIPS = HERE / "allowed-skips.txt"
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
@@ -40,6 +49,73 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
+
+
+def _fds() -> dict[int, str]:
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            pass  # the listing's own descriptor, already closed
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_descriptor_left_behind():
+    """A test closes every socket and file it opens: descriptors it leaves
+    push later ones past 1023, where select() (inside smbprotocol) fails.
+    Higher-scoped fixtures are set up before and torn down after this one."""
+    before = _fds()
+    yield
+    deadline = time.monotonic() + 3
+    while True:
+        gc.collect()  # sockets only an unreachable object held
+        left = {fd: what for fd, what in _fds().items() if before.get(fd) != what}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)  # a client's reader thread still closing
+    if left:
+        pytest.fail(f"the test left {len(left)} descriptors open: "
+                    + ", ".join(f"{fd} -> {what}" for fd, what in sorted(left.items())[:20]), pytrace=False)
+
+
+def load_allowed_skips(path: Path = ALLOWED_SKIPS) -> dict[str, str]:
+    """test id (fnmatch pattern) -> why it may skip; every entry needs a reason."""
+    allowed = {}
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        pattern, _, reason = raw.partition("#")
+        pattern, reason = pattern.strip(), reason.strip()
+        if pattern:
+            if not reason:
+                raise pytest.UsageError(f"{path.name}:{n}: {pattern} has no '# reason'")
+            allowed[pattern] = reason
+    return allowed
+
+
+UNLISTED_SKIPS: list[tuple[str, str]] = []
+# scripts/record-smbd-baselines: each test's outcome, written at the end.
+RECORD_OUTCOMES = os.environ.get("SMBQ_RECORD_OUTCOMES")
+OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report):
+    """A skip fails the run unless allowed-skips.txt lists it."""
+    nodeid = report.nodeid.removeprefix("tests/e2e/")
+    if RECORD_OUTCOMES and (report.when == "call" or not report.passed) and OUTCOMES.get(nodeid) != "failed":
+        OUTCOMES[nodeid] = report.outcome
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    if not any(fnmatch.fnmatchcase(nodeid, p) for p in load_allowed_skips()):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        UNLISTED_SKIPS.append((nodeid, reason))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if RECORD_OUTCOMES and not hasattr(session.config, "workerinput"):
+        Path(RECORD_OUTCOMES).write_text(json.dumps(dict(sorted(OUTCOMES.items())), indent=1) + "\n")
+    if UNLISTED_SKIPS and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _failed(item) -> bool:
@@ -133,6 +209,11 @@ def quick() -> bool:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if UNLISTED_SKIPS:
+        terminalreporter.write_sep("=", f"{len(UNLISTED_SKIPS)} skips not listed in {ALLOWED_SKIPS.name}: "
+                                        "the run fails", red=True)
+        for nodeid, reason in UNLISTED_SKIPS:
+            terminalreporter.write_line(f"{nodeid}  # {reason}")
     if torture.RESULTS:
         terminalreporter.write_sep("-", "smbtorture summary")
         terminalreporter.write_line(torture.format_table(torture.RESULTS))
