@@ -10,8 +10,9 @@ resident memory for both (also in the closing note of issue 12).
 
 from __future__ import annotations
 
+import contextlib
 import resource
-import select
+import selectors
 import socket
 import struct
 import time
@@ -39,54 +40,52 @@ def smbq(start_server):
     return start_server("smbq", "desired")
 
 
-def connect_all(server, n: int) -> list[socket.socket]:
-    socks = []
-    for _ in range(n):
-        s = socket.create_connection((server.host, server.port), timeout=10)
-        socks.append(s)
-    return socks
+def connect_all(stack: contextlib.ExitStack, server, n: int) -> list[socket.socket]:
+    """n connections, each closed when ``stack`` closes (also when the test fails)."""
+    return [stack.enter_context(socket.create_connection((server.host, server.port), timeout=10))
+            for _ in range(n)]
 
 
 def wait_closed(socks: list[socket.socket], bound: float) -> int:
     """How many of socks the server closed within `bound` seconds."""
-    open_ = {s.fileno(): s for s in socks}
     closed = 0
     deadline = time.monotonic() + bound
-    while open_ and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(open_.values())[:512], [], [], 0.5)
-        for s in ready:
-            try:
-                data = s.recv(4096)
-            except OSError:
-                data = b""
-            if data == b"":
-                closed += 1
-                del open_[s.fileno()]
+    # epoll, not select(): descriptors past 1023 are fine.
+    with selectors.DefaultSelector() as sel:
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        while closed < len(socks) and time.monotonic() < deadline:
+            for key, _ in sel.select(0.5):
+                try:
+                    data = key.fileobj.recv(4096)
+                except OSError:
+                    data = b""
+                if data == b"":
+                    closed += 1
+                    sel.unregister(key.fileobj)
     return closed
 
 
 def test_idle_and_oversized_preauth_connections(smbq):
     pid = smbq.proc.pid
     base = rss_mib(pid)
-    idle = connect_all(smbq, N)
-    time.sleep(2)
-    with_idle = rss_mib(pid)
-    # Every idle connection is still served: a NEGOTIATE on the last one works.
-    idle[-1].sendall(raw.frame(raw.negotiate_request()))
-    idle[-1].settimeout(10)
-    assert idle[-1].recv(4)[:1] == b"\x00", "the 1,000th idle connection is served"
-    for s in idle:
-        s.close()
+    with contextlib.ExitStack() as stack:
+        idle = connect_all(stack, smbq, N)
+        time.sleep(2)
+        with_idle = rss_mib(pid)
+        # Every idle connection is still served: a NEGOTIATE on the last one works.
+        idle[-1].sendall(raw.frame(raw.negotiate_request()))
+        idle[-1].settimeout(10)
+        assert idle[-1].recv(4)[:1] == b"\x00", "the 1,000th idle connection is served"
     time.sleep(1)
 
-    big = connect_all(smbq, N)
-    for s in big:
-        s.sendall(struct.pack(">I", 0xFFFFFF) + b"\0" * 60)  # 16 MiB announced, a header's worth sent
-    time.sleep(1)
-    with_big = rss_mib(pid)
-    closed = wait_closed(big, 30)
-    for s in big:
-        s.close()
+    with contextlib.ExitStack() as stack:
+        big = connect_all(stack, smbq, N)
+        for s in big:
+            s.sendall(struct.pack(">I", 0xFFFFFF) + b"\0" * 60)  # 16 MiB announced, a header's worth sent
+        time.sleep(1)
+        with_big = rss_mib(pid)
+        closed = wait_closed(big, 30)
     print(f"\nsmbq RSS: {base:.1f} MiB at rest; {with_idle:.1f} MiB with {N} idle connections "
           f"({(with_idle - base) * 1024 / N:.1f} KiB each); {with_big:.1f} MiB with {N} that announced 16 MiB "
           f"({(with_big - base) * 1024 / N:.1f} KiB each); {closed} of those closed")
