@@ -2,7 +2,7 @@
 
 Two kinds of server, started the same way so every test runs against both:
 
-* ``smbq``: our server, ``target/release/smbq serve`` (override with
+* ``smbq``: our server, ``target/ci/smbq serve`` (override with
   ``SMBQ_BIN``), a user created with ``smbq user add``;
 * ``smbd``: Samba's server from Debian, with a private smb.conf in a temporary
   directory on a loopback port (needs root: smbd switches to the user's uid).
@@ -46,8 +46,15 @@ PANIC_RE = {
 }
 
 
+# The binaries the tests run: cargo's `ci` profile (Cargo.toml), in which
+# scripts/test builds the unit tests too. SMBQ_BUILD_DIR names another
+# profile's directory (target/release); SMBQ_BIN etc. single binaries.
+BUILD_DIR = Path(os.environ.get("SMBQ_BUILD_DIR") or ROOT / "target" / "ci")
+BUILD_HINT = "cargo build --profile ci -p smbq -p smbq-bench -p smbq-interop-smbrs (scripts/test builds it)"
+
+
 def smbq_bin() -> Path:
-    return Path(os.environ.get("SMBQ_BIN") or ROOT / "target" / "release" / "smbq")
+    return Path(os.environ.get("SMBQ_BIN") or BUILD_DIR / "smbq")
 
 
 def free_port() -> int:
@@ -278,7 +285,7 @@ def start_smbq(workdir: Path, mode: str, config_toml: str | None = None, verbose
     server (None: unset); ``serve_args``: more ``smbq serve`` flags."""
     binary = smbq_bin()
     if not binary.exists():
-        raise RuntimeError(f"{binary} does not exist: run `cargo build --release -p smbq` first")
+        raise RuntimeError(f"{binary} does not exist: {BUILD_HINT}")
     if share_dir is None:
         share_dir = workdir / "share"
         share_dir.mkdir()

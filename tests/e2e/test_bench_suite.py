@@ -17,13 +17,15 @@ from pathlib import Path
 
 import pytest
 
+import servers
+
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = Path(os.environ.get("SMBQ_BENCH_BIN") or ROOT / "target" / "release" / "smbq-bench")
+BENCH = Path(os.environ.get("SMBQ_BENCH_BIN") or servers.BUILD_DIR / "smbq-bench")
 
 
 def _skip_reason() -> str | None:
     if not BENCH.exists():
-        return f"{BENCH} is missing: cargo build --release -p smbq-bench"
+        return f"{BENCH} is missing: {servers.BUILD_HINT}"
     if os.geteuid() != 0:
         return "the link emulator and smbd need root"
     if not Path("/dev/net/tun").exists():

@@ -93,7 +93,7 @@ class SmbqProcess:
         self.tcp_port = tcp_port
         binary = servers.smbq_bin()
         if not binary.exists():
-            pytest.fail(f"{binary} does not exist: run `cargo build --release -p smbq` first", pytrace=False)
+            pytest.fail(f"{binary} does not exist: {servers.BUILD_HINT}", pytrace=False)
         env = dict(os.environ, HOME=str(home), XDG_STATE_HOME=str(home / ".local" / "state"), RUST_BACKTRACE="1")
         argv = [str(binary), "serve", str(share), "--tcp", f"127.0.0.1:{tcp_port}", "--quic", "127.0.0.1:0"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -1,8 +1,8 @@
 """smb-rs (the Rust ``smb`` crate, a client we did not write) against smbq,
 over Direct TCP and over SMB over QUIC.
 
-Runs ``target/release/smbrs-client`` (tests/interop/smbrs; override with
-``SMBRS_CLIENT``; build it with ``cargo build --release -p
+Runs ``target/ci/smbrs-client`` (tests/interop/smbrs; override with
+``SMBRS_CLIENT``; build it with ``cargo build --profile ci -p
 smbq-interop-smbrs``). One run connects, lists the share, writes a file of
 seeded pseudo-random data, reads it back and compares SHA-256, lists, deletes
 and lists again; it prints one JSON object. smbq only: smbd has no QUIC and
@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CLIENT = Path(os.environ.get("SMBRS_CLIENT") or ROOT / "target" / "release" / "smbrs-client")
+import servers
+
+CLIENT = Path(os.environ.get("SMBRS_CLIENT") or servers.BUILD_DIR / "smbrs-client")
 QUICK = os.environ.get("SMBQ_TEST_QUICK") == "1"
 # QUIC carries the big transfer.
 QUIC_MIB = 64 if QUICK else 256
@@ -44,7 +45,7 @@ TIMEOUT = 900
 
 def _client() -> Path:
     if not CLIENT.exists():
-        pytest.skip(f"{CLIENT} does not exist: run `cargo build --release -p smbq-interop-smbrs`")
+        pytest.fail(f"{CLIENT} does not exist: {servers.BUILD_HINT}", pytrace=False)
     return CLIENT
 
 

@@ -64,7 +64,7 @@ def test_unit_file_verifies(workdir):
         pytest.skip("systemd-analyze is not installed (scripts/install-deps installs Debian's systemd)")
     binary = servers.smbq_bin()
     if not binary.exists():
-        pytest.fail(f"{binary} does not exist: run `cargo build --release -p smbq` first")
+        pytest.fail(f"{binary} does not exist: {servers.BUILD_HINT}")
     text = UNIT.read_text()
     keys = _unit_keys(text)
     assert keys["Type"] == ["notify"]

@@ -14,8 +14,8 @@ test between them:
   data read through the reclaimed handle is about one RTT shorter when the
   NEGOTIATE goes in 0-RTT than over a fresh 1-RTT connection.
 
-The example is built on first use (``cargo build --release --example``,
-with CARGO_TARGET_DIR as the smbq binary's) unless SMBQ_ZRTT_EXAMPLE names it.
+The example is built by ``scripts/test`` beside the smbq binary
+(``examples/durable_reconnect``); SMBQ_ZRTT_EXAMPLE names another.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import json
 import os
-import select
+import selectors
 import socket
 import subprocess
 import threading
@@ -36,21 +36,14 @@ import servers
 from test_client import fingerprint
 from test_metrics import get, scrape, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def example_bin() -> Path:
     given = os.environ.get("SMBQ_ZRTT_EXAMPLE")
-    if given:
-        return Path(given)
-    # SMBQ_BIN is TARGET/release/smbq: the example lands beside it.
-    target = servers.smbq_bin().parent.parent
-    path = target / "release" / "examples" / "durable_reconnect"
+    path = Path(given) if given else servers.smbq_bin().parent / "examples" / "durable_reconnect"
     if not path.exists():
-        env = dict(os.environ, CARGO_TARGET_DIR=str(target))
-        r = subprocess.run(["cargo", "build", "--release", "-p", "smbq-client", "--example", "durable_reconnect"],
-                           cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
-        assert r.returncode == 0, r.stderr[-4000:]
+        pytest.fail(f"{path} does not exist: cargo build --profile ci -p smbq-client --example durable_reconnect "
+                    "(scripts/test builds it)", pytrace=False)
     return path
 
 
@@ -101,6 +94,8 @@ class Relay:
         self.queue: list[tuple[float, int, socket.socket, bytes, tuple]] = []
         self.seq = 0
         self.stopping = False
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.front, selectors.EVENT_READ)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -115,8 +110,8 @@ class Relay:
                 _, _, sock, data, addr = heapq.heappop(self.queue)
                 sock.sendto(data, addr)
             timeout = max(0.0, self.queue[0][0] - now) if self.queue else 0.05
-            ready, _, _ = select.select([self.front, *self.client_of], [], [], min(timeout, 0.05))
-            for s in ready:
+            for key, _ in self.sel.select(min(timeout, 0.05)):
+                s = key.fileobj
                 data, addr = s.recvfrom(65535)
                 if s is self.front:
                     back = self.backs.get(addr)
@@ -124,6 +119,7 @@ class Relay:
                         back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                         back.bind(("127.0.0.1", 0))
                         self.backs[addr], self.client_of[back] = back, addr
+                        self.sel.register(back, selectors.EVENT_READ)
                     self.sent.append((long_packets(data), data))
                     self.later(back, data, self.server)
                 else:
@@ -141,6 +137,7 @@ class Relay:
     def close(self):
         self.stopping = True
         self.thread.join(5)
+        self.sel.close()
         for s in [self.front, *self.client_of]:
             s.close()
 
@@ -184,23 +181,23 @@ def test_a_replayed_0rtt_first_flight_is_refused(start_server, relay_factory, tm
     # The genuine connection was closed; once the server has forgotten it,
     # an attacker sends its recorded first flight from elsewhere.
     time.sleep(1.5)
-    attacker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    attacker.bind(("127.0.0.1", 0))
-    for d in flight:
-        attacker.sendto(d, ("127.0.0.1", srv.quic_port))
-    replayed = wait_for(mport, lambda m: get(m, "smbq_quic_0rtt_refused_total") == 1, "the replay's early data refused")
-    # The server answers the replayed ClientHello with a full handshake
-    # the attacker cannot finish; give it time to run anything it would.
-    attacker.settimeout(2)
-    answers = 0
-    try:
-        while True:
-            attacker.recvfrom(65535)
-            answers += 1
-    except socket.timeout:
-        pass
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as attacker:
+        attacker.bind(("127.0.0.1", 0))
+        for d in flight:
+            attacker.sendto(d, ("127.0.0.1", srv.quic_port))
+        replayed = wait_for(mport, lambda m: get(m, "smbq_quic_0rtt_refused_total") == 1,
+                            "the replay's early data refused")
+        # The server answers the replayed ClientHello with a full handshake
+        # the attacker cannot finish; give it time to run anything it would.
+        attacker.settimeout(2)
+        answers = 0
+        try:
+            while True:
+                attacker.recvfrom(65535)
+                answers += 1
+        except socket.timeout:
+            pass
     after = scrape(mport)
-    attacker.close()
     assert get(after, "smbq_quic_0rtt_accepted_total") == 1
     assert get(after, "smbq_requests_total", command="NEGOTIATE") == negotiates, "the replayed NEGOTIATE ran"
     assert "QUIC 0-RTT data refused" in srv.log.text(), srv.log.text(40)
