@@ -110,7 +110,7 @@ def test_every_command(peer: Peer, tmp_path: Path):
 
 
 def test_get_and_put_large_file_byte_exact(peer: Peer, tmp_path: Path):
-    size = (64 << 20) if QUICK else (1 << 30)
+    size = (64 << 20) if QUICK else (256 << 20)
     src = tmp_path / "big.bin"
     digest = random_file(src, size)
     summary = json.loads(peer.run("put", "--json", str(src), peer.url("big.bin")).stdout)

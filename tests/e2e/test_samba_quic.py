@@ -40,7 +40,7 @@ from files import random_file, sha256_file
 
 TRIXIE = Path(os.environ.get("SMBQ_TRIXIE_ROOT", "/var/cache/smbq/trixie"))
 QUICK = os.environ.get("SMBQ_TEST_QUICK") == "1"
-GET_MIB = 64 if QUICK else 1024
+GET_MIB = 64 if QUICK else 256
 # What Samba's client puts in reasonable time (see the module docstring).
 PUT_MIB = 16
 NAME = "smbq-quic.test"

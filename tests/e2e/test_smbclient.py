@@ -15,7 +15,7 @@ import pytest
 from conftest import QUICK
 from files import random_file, sha256_file
 
-BIG = (64 if QUICK else 1024) * 1024 * 1024
+BIG = (64 if QUICK else 256) * 1024 * 1024
 
 
 @pytest.fixture(params=["enc", "sign"])
