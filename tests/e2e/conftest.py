@@ -93,6 +93,10 @@ def load_allowed_skips(path: Path = ALLOWED_SKIPS) -> dict[str, str]:
     return allowed
 
 
+def skip_allowed(nodeid: str, allowed: dict[str, str]) -> bool:
+    return any(nodeid == p or fnmatch.fnmatchcase(nodeid, p) for p in allowed)
+
+
 UNLISTED_SKIPS: list[tuple[str, str]] = []
 # scripts/record-smbd-baselines: each test's outcome, written at the end.
 RECORD_OUTCOMES = os.environ.get("SMBQ_RECORD_OUTCOMES")
@@ -106,7 +110,7 @@ def pytest_runtest_logreport(report):
         OUTCOMES[nodeid] = report.outcome
     if not report.skipped or hasattr(report, "wasxfail"):
         return
-    if not any(fnmatch.fnmatchcase(nodeid, p) for p in load_allowed_skips()):
+    if not skip_allowed(nodeid, load_allowed_skips()):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         UNLISTED_SKIPS.append((nodeid, reason))
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import fnmatch
 import json
 
 import smbd_baseline
-from conftest import load_allowed_skips
+from conftest import load_allowed_skips, skip_allowed
 
 
 def test_every_test_of_both_servers_has_smbd_passing_it_on_record():
@@ -18,5 +17,5 @@ def test_every_test_of_both_servers_has_smbd_passing_it_on_record():
         f"not recorded {missing[:10]} ({len(missing)}), no longer a test {stale[:10]} ({len(stale)})")
     allowed = load_allowed_skips()
     failed = {k: v for k, v in recorded.items()
-              if v != "passed" and not (v == "skipped" and any(fnmatch.fnmatchcase(k, p) for p in allowed))}
+              if v != "passed" and not (v == "skipped" and skip_allowed(k, allowed))}
     assert not failed, f"smbd did not pass these tests when last recorded (skips need allowed-skips.txt): {failed}"

@@ -239,6 +239,7 @@ class CuttingProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listen_port = self.listener.getsockname()[1]
         self.connections = 0
+        self.sockets: list[socket.socket] = []  # every forwarded connection's, closed by close()
         self.cut = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
@@ -252,6 +253,7 @@ class CuttingProxy:
             except OSError:
                 return
             up = socket.create_connection(("127.0.0.1", self.port))
+            self.sockets += [down, up]
             self.connections += 1
             limit = self.cuts.get(self.connections)
             moved = [0]
@@ -282,7 +284,17 @@ class CuttingProxy:
                 pass
 
     def close(self) -> None:
-        self.listener.close()
+        """Stops accepting and closes every socket it made (a blocked
+        accept() wakes on shutdown, not on close)."""
+        import socket
+        for s in [self.listener, *self.sockets]:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.thread.join(5)
+        for s in [self.listener, *self.sockets]:
+            s.close()
 
 
 @pytest.mark.parametrize("kind", ["smbd", "smbq"])
