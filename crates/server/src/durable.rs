@@ -154,12 +154,19 @@ impl Server {
         let mut t = self.lock_durable();
         let p = t.parked.get(&rc.persistent).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
         let d = p.open.durable.as_ref().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-        // A v2 reconnect names the open's CreateGuid; a v1 reconnect
-        // may take a v2 open back (smb2.durable-v2-open.reopen2b). The
-        // client GUID must match only for leases: an oplock's open may come
-        // back from a client that restarted (smb2.durable-v2-open.reopen1a).
+        //= MS-SMB2 3.3.5.9.12
+        //# If Open.CreateGuid is not equal to the CreateGuid in the
+        //# request, the server MUST fail the request with
+        //# STATUS_OBJECT_NAME_NOT_FOUND.
+        // A v1 open has no CreateGuid (zero here, as in Samba's
+        // smb2srv_open_recreate): a v2 reconnect naming the zero GUID takes
+        // it back (smb2.durable-open.reopen2-lease), one naming another GUID
+        // does not (smb2.durable-v2-open.reopen2c). A v1 reconnect names
+        // none and may take a v2 open back (smb2.durable-v2-open.reopen2b).
+        // The client GUID must match only for leases: an oplock's open may
+        // come back from a client that restarted (smb2.durable-v2-open.reopen1a).
         let lease_differs = p.open.lease != lease_key || (p.open.lease.is_some() && d.client_guid != client_guid);
-        if (rc.v2 && (!d.v2 || d.create_guid != rc.create_guid)) || lease_differs {
+        if (rc.v2 && d.create_guid != rc.create_guid) || lease_differs {
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
         }
         if d.user != user.to_lowercase() {
@@ -195,5 +202,60 @@ impl Server {
         for p in gone {
             crate::cmd::close::release(self, p.open, now);
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::cmd::ioctl::harness;
+    use crate::open::access;
+
+    /// Park open `fid` of `h` as a durable open of user "alice" with no
+    /// lease, granted through DHnQ (`v2` false) or DH2Q.
+    fn park(h: &mut harness::H, fid: smbq_wire::FileId, v2: bool, create_guid: [u8; 16], now: Instant) {
+        let mut open = h.conn.st.opens.remove(&fid.volatile).unwrap();
+        open.durable = Some(Durable { v2, create_guid, client_guid: [7; 16], user: "alice".into(), timeout: DEFAULT_TIMEOUT, resilient: false });
+        open.home = DISCONNECTED;
+        h.conn.st.server.lock_durable().parked.insert(fid.persistent, Parked { open, deadline: now + DEFAULT_TIMEOUT });
+    }
+
+    fn reconnect(v2: bool, fid: smbq_wire::FileId, create_guid: [u8; 16]) -> Reconnect {
+        Reconnect { v2, persistent: fid.persistent, create_guid }
+    }
+
+    //= MS-SMB2 3.3.5.9.12
+    //= type=test
+    //# If Open.CreateGuid is not equal to the CreateGuid in the
+    //# request, the server MUST fail the request with
+    //# STATUS_OBJECT_NAME_NOT_FOUND.
+    #[test]
+    fn a_v2_reconnect_takes_a_v1_open_back_by_its_empty_create_guid() {
+        let mut h = harness::new();
+        let now = Instant::now();
+        let server = std::sync::Arc::clone(&h.conn.st.server);
+        let fid = h.open("v1.dat", access::FILE_ALL);
+        park(&mut h, fid, false, [0; 16], now);
+        let other = reconnect(true, fid, [9; 16]);
+        assert_eq!(server.reclaim(&other, "alice", [7; 16], None, 5).err(), Some(NtStatus::OBJECT_NAME_NOT_FOUND));
+        let open = server.reclaim(&reconnect(true, fid, [0; 16]), "alice", [7; 16], None, 5).unwrap();
+        assert_eq!((open.file_id, open.home), (fid, 5));
+    }
+
+    #[test]
+    fn a_v2_open_comes_back_to_its_create_guid_or_a_v1_reconnect() {
+        let mut h = harness::new();
+        let now = Instant::now();
+        let server = std::sync::Arc::clone(&h.conn.st.server);
+        let fid = h.open("v2.dat", access::FILE_ALL);
+        park(&mut h, fid, true, [3; 16], now);
+        for guid in [[0; 16], [4; 16]] {
+            assert_eq!(server.reclaim(&reconnect(true, fid, guid), "alice", [7; 16], None, 5).err(), Some(NtStatus::OBJECT_NAME_NOT_FOUND));
+        }
+        assert!(server.reclaim(&reconnect(true, fid, [3; 16]), "alice", [7; 16], None, 5).is_ok());
+        let fid = h.open("v2b.dat", access::FILE_ALL);
+        park(&mut h, fid, true, [3; 16], now);
+        assert!(server.reclaim(&reconnect(false, fid, [0; 16]), "alice", [7; 16], None, 5).is_ok());
     }
 }
