@@ -1,82 +1,103 @@
-"""Samba's smbtorture SMB2 suites, one pytest test per suite and target.
+"""Samba's smbtorture SMB2 suites against smbq, two tests per suite.
 
-A suite fails on any subtest failure or error that its target's known-failures
-file does not list; known failures that now pass are only printed. Results go
-to tests/out/smbtorture-<target>.json and a table at the end of the run.
+test_suite fails on any subtest failure or error that
+smbtorture-known-failures.txt does not list, and on a listed subtest that
+passes. test_parity_with_smbd fails when smbq passes fewer than
+torture.PARITY of the subtests Samba's smbd passes, smbd's count coming from
+the committed baseline (baselines/smbtorture-smbd.json, re-recorded by
+torture_baseline.py): smbd is not run here.
+
+Each suite runs once per pytest run, in whichever of its two tests comes
+first (in any process under pytest-xdist); the other reads its result file,
+tests/out/smbtorture/smbq-<suite>.json. Either test alone runs the suite
+itself, so any selection and order gives the same verdicts.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import shutil
 
 import pytest
 
-import servers
 import torture
-from conftest import QUICK
+from conftest import QUICK, TARGETS
 
 SUITES = [s for s in torture.SUITES if not (QUICK and s in torture.QUICK_SKIP)]
 
+pytestmark = pytest.mark.skipif("smbq" not in TARGETS, reason="SMBQ_E2E_TARGETS leaves out smbq")
+
 
 @pytest.fixture
-def mode() -> str:
-    # Signing required, encryption not required: smbtorture's encryption
-    # tests (smb2.session.encryption-*) ask for it themselves.
-    return os.environ.get("SMBQ_TORTURE_MODE", "sign")
-
-
-# Both servers on their defaults (smbq's credit window is 8192, as Windows
-# and Samba grant, which smbtorture's smb2.credits checks); smbd's share
-# keeps ACLs, streams, DOS attributes and EAs for the file semantics suites.
-@pytest.fixture
-def server(start_server, target, mode, suite):
-    share = servers.FILE_SEMANTICS if suite in torture.FILE_SEMANTICS_SUITES else ""
-    return start_server(target, mode, smbd_share=share)
-
-
-@pytest.mark.parametrize("suite", SUITES)
-def test_suite(server, suite):
+def smbq_result(start_server, suite) -> torture.SuiteResult:
+    """This run's result of `suite` against smbq on its defaults (smbq's
+    credit window is 8192, as Windows and Samba grant, which smbtorture's
+    smb2.credits checks)."""
     if shutil.which("smbtorture") is None:
         pytest.fail("smbtorture is not installed (Debian package samba-testsuite)")
-    result = torture.run_suite(server, suite, log_dir=torture.OUT_DIR / "logs")
-    torture.write_json(server.kind)
-    c = result.counts()
-    print(f"\n{server.kind} {suite}: {c['passed']} passed, {c['failed']} failed "
-          f"({c['known_failures']} known), {c['skipped']} skipped in {result.seconds:.1f} s")
-    for name in result.known_now_passing():
-        print(f"  known failure now passes: {name} (remove it from {torture.known_failures_file(server.kind).name})")
-    unexpected = result.unexpected()
-    if result.timed_out:
-        pytest.fail(f"smbtorture {suite} against {server.kind} did not finish within {torture.SUITE_TIMEOUT} s; "
-                    f"subtests seen: {[t.name for t in result.subtests]}", pytrace=False)
-    if unexpected:
-        lines = [f"{t.outcome}: {t.name}\n    " + t.detail.strip().replace("\n", "\n    ")[:800]
-                 for t in unexpected]
-        pytest.fail(f"{len(unexpected)} unexpected smbtorture failures against {server.kind}:\n" + "\n".join(lines),
+    return torture.shared_result("smbq", suite, lambda: start_server("smbq", torture.MODE))
+
+
+def ids(suite: str) -> str:
+    return f"smbq-{suite}"
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=ids)
+def test_suite(smbq_result):
+    r = smbq_result
+    known = torture.load_known()
+    print(f"\nsmbq {r.suite}: {len(r.by('success'))} passed, {len(r.failed)} failed "
+          f"({sum(torture.match_known(t.name, known) is not None for t in r.failed)} known), "
+          f"{len(r.by('skip'))} skipped in {r.seconds:.1f} s")
+    problems = torture.judge(r, known)
+    if problems:
+        pytest.fail(f"smbtorture {r.suite} against smbq ({torture.KNOWN_FAILURES.name}):\n" + "\n".join(problems),
                     pytrace=False)
-    assert result.subtests, f"smbtorture {suite} reported no subtest at all"
 
 
 def parity_param(suite: str):
     gap = torture.PARITY_GAPS.get(suite)
-    marks = [pytest.mark.xfail(reason=gap, strict=False)] if gap else []
-    return pytest.param(suite, marks=marks, id=suite)
+    marks = [pytest.mark.xfail(reason=gap, strict=True)] if gap else []
+    return pytest.param(suite, marks=marks, id=ids(suite))
 
 
-@pytest.mark.parametrize("suite", [parity_param(s) for s in torture.PARITY_SUITES if s in SUITES])
-def test_parity_with_smbd(suite):
-    """smbq passes at least 90% as many subtests of `suite` as Samba's smbd
-    did in this run (both targets ran it above: pytest runs the tests of a
-    module in order)."""
-    results = torture.RESULTS
-    if "smbq" not in results or "smbd" not in results:
-        pytest.skip("needs this run's results for both smbq and smbd (SMBQ_E2E_TARGETS=smbq,smbd)")
-    q, d = results["smbq"].get(suite), results["smbd"].get(suite)
-    if q is None or d is None:
-        pytest.skip(f"{suite} did not run against both servers")
-    passed_q, passed_d = q.counts()["passed"], d.counts()["passed"]
-    need = math.ceil(torture.PARITY * passed_d)
-    print(f"\n{suite}: smbq {passed_q} passed, smbd {passed_d}, needed {need}")
-    assert passed_q >= need, f"{suite}: smbq passes {passed_q} subtests, smbd {passed_d}: at least {need} needed"
+@pytest.mark.parametrize("suite", [parity_param(s) for s in SUITES])
+def test_parity_with_smbd(smbq_result):
+    """smbq passes at least torture.PARITY as many subtests of the suite as
+    smbd passed in every run of the baseline."""
+    ok, line = torture.parity(smbq_result, torture.load_baseline())
+    print("\n" + line)
+    assert ok, line
+
+
+def test_every_smb2_suite_run_or_left_out():
+    """Every smb2 suite of the installed smbtorture is in torture.SUITES or
+    torture.LEFT_OUT (with its reason), none in both."""
+    if shutil.which("smbtorture") is None:
+        pytest.fail("smbtorture is not installed (Debian package samba-testsuite)")
+    listed = torture.listed_suites()
+    assert not set(torture.SUITES) & set(torture.LEFT_OUT)
+    assert sorted(listed - set(torture.SUITES) - set(torture.LEFT_OUT)) == [], "new suites: add to SUITES"
+    assert sorted((set(torture.SUITES) | set(torture.LEFT_OUT)) - listed) == [], "not in smbtorture --list"
+    assert set(torture.FILE_SEMANTICS_SUITES) <= set(torture.SUITES)
+    assert set(torture.PARITY_GAPS) <= set(torture.SUITES)
+
+
+def test_baseline_covers_suites():
+    """The smbd baseline has BASELINE_RUNS runs of every suite in SUITES and
+    nothing else, recorded in the mode and on the share the tests say."""
+    b = torture.load_baseline()
+    assert b["runs"] == torture.BASELINE_RUNS
+    assert b["mode"] == torture.MODE
+    assert list(b["suites"]) == torture.SUITES, "re-record: tests/e2e/torture_baseline.py"
+    for suite, entry in b["suites"].items():
+        share = "file-semantics" if suite in torture.FILE_SEMANTICS_SUITES else "plain"
+        assert entry["share"] == share, f"{suite} was recorded on another share: re-record it"
+        assert len(entry["seconds"]) == b["runs"], suite
+
+
+def test_known_failures_name_subtests():
+    """Every entry of smbtorture-known-failures.txt names (or matches) a
+    subtest smbd's baseline saw, so a typo cannot excuse nothing."""
+    names = {n for e in torture.load_baseline()["suites"].values() for n in e["subtests"]}
+    stale = [p for p in torture.load_known() if not any(torture.match_known(n, {p: ""}) for n in names)]
+    assert stale == [], f"entries that match no subtest: {stale}"
