@@ -42,6 +42,19 @@ QUICK = os.environ.get("SMBQ_TEST_QUICK") == "1"
 TARGETS = [t.strip() for t in os.environ.get("SMBQ_E2E_TARGETS", "smbq").split(",") if t.strip()]
 HERE = Path(__file__).resolve().parent
 ALLOWED_SKIPS = HERE / "allowed-skips.txt"
+SESSION_START = time.time()  # smbtorture result files written after this are this run's
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The longest smbtorture suites first (by smbd's recorded seconds), so
+    that two workers do not wait on one long suite at the end."""
+    seconds = torture.baseline_seconds()
+
+    def key(item) -> float:
+        params = getattr(item, "callspec", None)
+        suite = params.params.get("suite") if params and item.module.__name__ == "test_smbtorture" else None
+        return -seconds.get(suite, 0.0)
+    items.sort(key=key)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
@@ -218,8 +231,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                         "the run fails", red=True)
         for nodeid, reason in UNLISTED_SKIPS:
             terminalreporter.write_line(f"{nodeid}  # {reason}")
-    if torture.RESULTS:
-        terminalreporter.write_sep("-", "smbtorture summary")
-        terminalreporter.write_line(torture.format_table(torture.RESULTS))
-        for tgt in torture.RESULTS:
-            terminalreporter.write_line(f"written: {torture.json_path(tgt)}")
+    table = torture.summary(SESSION_START)
+    if table:
+        terminalreporter.write_sep("-", "smbtorture summary (smbq; smbd from baselines/smbtorture-smbd.json)")
+        terminalreporter.write_line(table)

@@ -400,6 +400,15 @@ def load_baseline(path: Path = BASELINE) -> dict:
     return json.loads(path.read_text())
 
 
+def baseline_seconds(path: Path = BASELINE) -> dict[str, float]:
+    """suite -> smbd's mean seconds in the baseline (none if it is missing)."""
+    try:
+        suites = load_baseline(path)["suites"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {s: sum(e["seconds"]) / max(len(e["seconds"]), 1) for s, e in suites.items()}
+
+
 def baseline_passed(baseline: dict, suite: str) -> list[str]:
     """The subtests of `suite` smbd passed in every recorded run."""
     subtests = baseline["suites"][suite]["subtests"]
