@@ -86,6 +86,7 @@ def test_every_smb2_suite_run_or_left_out():
     assert sorted((set(torture.SUITES) | set(torture.LEFT_OUT)) - listed) == [], "not in smbtorture --list"
     assert set(torture.FILE_SEMANTICS_SUITES) <= set(torture.SUITES)
     assert set(torture.PARITY_GAPS) <= set(torture.SUITES)
+    assert {".".join(n.split(".")[:2]) for n in torture.FLAPPING} <= set(torture.SUITES)
 
 
 def test_baseline_covers_suites():
