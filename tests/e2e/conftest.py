@@ -46,14 +46,19 @@ SESSION_START = time.time()  # smbtorture result files written after this are th
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The longest smbtorture suites first (by smbd's recorded seconds), so
-    that two workers do not wait on one long suite at the end."""
+    """The smbtorture suites first, the longest first (by smbd's recorded
+    seconds), so that two workers do not wait on one long suite at the end;
+    their parity tests last, when the suite's result file is there to read
+    (a parity test that came while its suite still ran on the other worker
+    would wait for it idle)."""
     seconds = torture.baseline_seconds()
 
-    def key(item) -> float:
+    def key(item) -> tuple[int, float]:
         params = getattr(item, "callspec", None)
-        suite = params.params.get("suite") if params and item.module.__name__ == "test_smbtorture" else None
-        return -seconds.get(suite, 0.0)
+        if not (params and item.module.__name__ == "test_smbtorture"):
+            return (1, 0.0)
+        suite = params.params.get("suite")
+        return (2 if item.originalname == "test_parity_with_smbd" else 0, -seconds.get(suite, 0.0))
     items.sort(key=key)
 
 

@@ -41,13 +41,7 @@ def ids(suite: str) -> str:
     return f"smbq-{suite}"
 
 
-def in_group(suite: str, *marks) -> pytest.param:
-    """Both tests of a suite go to one pytest-xdist worker (--dist loadgroup):
-    the second reads the first's result instead of waiting for it idle."""
-    return pytest.param(suite, marks=[pytest.mark.xdist_group(suite), *marks], id=ids(suite))
-
-
-@pytest.mark.parametrize("suite", [in_group(s) for s in SUITES])
+@pytest.mark.parametrize("suite", SUITES, ids=ids)
 def test_suite(smbq_result):
     r = smbq_result
     known = torture.load_known()
@@ -63,7 +57,7 @@ def test_suite(smbq_result):
 def parity_param(suite: str):
     gap = torture.PARITY_GAPS.get(suite)
     marks = [pytest.mark.xfail(reason=gap, strict=True)] if gap else []
-    return in_group(suite, *marks)
+    return pytest.param(suite, marks=marks, id=ids(suite))
 
 
 @pytest.mark.parametrize("suite", [parity_param(s) for s in SUITES])
