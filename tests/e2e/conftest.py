@@ -50,7 +50,10 @@ def pytest_collection_modifyitems(session, config, items):
     seconds), so that two workers do not wait on one long suite at the end;
     their parity tests last, when the suite's result file is there to read
     (a parity test that came while its suite still ran on the other worker
-    would wait for it idle)."""
+    would wait for it idle). Only under pytest-xdist: a single process runs
+    the tests in the order given."""
+    if not getattr(config.option, "numprocesses", None):
+        return
     seconds = torture.baseline_seconds()
 
     def key(item) -> tuple[int, float]:
