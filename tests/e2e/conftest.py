@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(session, config, items):
     (a parity test that came while its suite still ran on the other worker
     would wait for it idle). Only under pytest-xdist: a single process runs
     the tests in the order given."""
-    if not getattr(config.option, "numprocesses", None):
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # set in each worker, where collection happens
         return
     seconds = torture.baseline_seconds()
 
