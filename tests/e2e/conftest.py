@@ -19,7 +19,6 @@ Environment knobs:
 
 from __future__ import annotations
 
-import fnmatch
 import gc
 import json
 import os
@@ -102,20 +101,17 @@ def no_descriptor_left_behind():
 
 
 def load_allowed_skips(path: Path = ALLOWED_SKIPS) -> dict[str, str]:
-    """test id (fnmatch pattern) -> why it may skip; every entry needs a reason."""
-    allowed = {}
-    for n, raw in enumerate(path.read_text().splitlines(), 1):
-        pattern, _, reason = raw.partition("#")
-        pattern, reason = pattern.strip(), reason.strip()
-        if pattern:
-            if not reason:
-                raise pytest.UsageError(f"{path.name}:{n}: {pattern} has no '# reason'")
-            allowed[pattern] = reason
+    """test id (fnmatch pattern) -> why it may skip, in the known-failures
+    format; every entry needs a reason."""
+    allowed = torture.load_known(path)
+    missing = [pattern for pattern, reason in allowed.items() if not reason]
+    if missing:
+        raise pytest.UsageError(f"{path.name}: no '# reason' for {missing}")
     return allowed
 
 
 def skip_allowed(nodeid: str, allowed: dict[str, str]) -> bool:
-    return any(nodeid == p or fnmatch.fnmatchcase(nodeid, p) for p in allowed)
+    return torture.match_known(nodeid, allowed) is not None
 
 
 UNLISTED_SKIPS: list[tuple[str, str]] = []
