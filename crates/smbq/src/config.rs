@@ -43,7 +43,7 @@
 //! udp_buffer = 8388608
 //! congestion = "cubic"         # or "bbr" (lossy paths), "newreno"
 //! endpoints = 2                # QUIC endpoints on the port (SO_REUSEPORT, steered by connection ID); default: cores, at most 8
-//! max_udp_payload = 0          # MTU discovery's upper bound; 0: 65507 on loopback, else 1452 (8972 for jumbo frames)
+//! max_udp_payload = 0          # MTU discovery's upper bound; 0: 65507 on loopback, else the largest interface MTU less IP and UDP headers (8972 on 9000-byte jumbo frames, 1472 at 1500), 1452 if unread
 //! max_streams = 16             # streams per connection with smbq's multi-stream extension (docs/multistream.md); 1 = off
 //! require_client_cert = false
 //! client_fingerprints = ["AB:CD:..."]   # SHA-256 of allowed client certificates
@@ -104,7 +104,8 @@ pub struct QuicSection {
     pub congestion: String,
     pub endpoints: usize,
     /// Upper bound of path MTU discovery, UDP payload bytes; 0: 65,507 when
-    /// QUIC listens on loopback, else 1452 (smbq_udp::mtu_upper_bound).
+    /// QUIC listens on loopback, else from the interfaces' MTUs
+    /// (smbq_udp::listen_mtu_upper_bound).
     pub max_udp_payload: u16,
     /// Streams per connection under smbq's multi-stream extension; 1: off.
     pub max_streams: u16,

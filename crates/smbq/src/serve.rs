@@ -110,9 +110,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let qs = &file.quic_options;
     let mut quic_opts = qs.options().map_err(anyhow::Error::msg)?;
     if qs.max_udp_payload == 0 {
-        // The default listens on all addresses: real paths, 1452 bytes.
+        // From the interfaces: the default listens on all addresses, and
+        // the bound is then the largest non-loopback MTU less the headers
+        // (smbq_udp::listen_mtu_upper_bound says why not per peer).
         let ip = args.quic.or(file.quic).map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
-        quic_opts.max_udp_payload = smbq_udp::mtu_upper_bound(ip);
+        quic_opts.max_udp_payload = smbq_udp::listen_mtu_upper_bound(ip);
     }
     let metrics = args.metrics.or(file.metrics);
     if let Some(addr) = metrics {

@@ -22,16 +22,20 @@
 //!   ([`Counters`]), for `smbq-bench`'s per-packet figures.
 //!
 //! Elsewhere MTU discovery (RFC 9000 section 14.3, DPLPMTUD) probes up to
-//! [`ETHERNET_PAYLOAD`] by default ([`mtu_upper_bound`]): probing up to
-//! 65,507 bytes on a 1500-byte path was measured to cost the first
-//! seconds of every connection (`smbq-bench suite`, S5 over the link
-//! emulator at 20 ms one way: SMB setup 733 ms instead of 163, the path
-//! stuck at 1200 bytes), since each probe too large for the path is sent
-//! several times and declared lost before the search goes lower.
+//! what the interface the route uses carries ([`mtu_upper_bound`],
+//! [`route`]): 8972 bytes on a 9000-byte jumbo-frame LAN, 1472 on a
+//! 1500-byte Ethernet, and [`ETHERNET_PAYLOAD`] when the route cannot be
+//! read. Probing far beyond what the path carries was measured to cost the
+//! first seconds of every connection (`smbq-bench suite`, S5 over the link
+//! emulator at 20 ms one way with a bound of 65,507 on a 1500-byte path:
+//! SMB setup 733 ms instead of 163, the path stuck at 1200 bytes), since
+//! each probe too large for the path is sent several times and declared
+//! lost before the search goes lower.
 
 mod chunks;
 mod mmsg;
 pub mod reuseport;
+pub mod route;
 
 pub use chunks::StreamChunks;
 
@@ -57,14 +61,44 @@ pub const MAX_DATAGRAM: u16 = 65_507;
 /// paths without jumbo frames allow.
 pub const ETHERNET_PAYLOAD: u16 = 1452;
 
-/// The upper bound of MTU discovery for a socket bound to, or a peer at,
-/// `ip`: [`MAX_DATAGRAM`] on loopback, [`ETHERNET_PAYLOAD`] elsewhere
-/// (jumbo-frame paths are configured, not guessed).
+/// The upper bound of MTU discovery for a connection to a peer at `ip`:
+/// [`MAX_DATAGRAM`] on loopback; else the MTU of the route to `ip` (its
+/// interface's, or less when the route or the kernel's path MTU cache
+/// says so; [`route::route_mtu`]) less the IP and UDP headers, within
+/// 1200 and [`MAX_DATAGRAM`]; [`ETHERNET_PAYLOAD`] when the route cannot
+/// be read (no route, an unspecified address). Asks the calling thread's
+/// network namespace.
 pub fn mtu_upper_bound(ip: std::net::IpAddr) -> u16 {
     if ip.is_loopback() {
         MAX_DATAGRAM
     } else {
-        ETHERNET_PAYLOAD
+        route::route_mtu(ip).map_or(ETHERNET_PAYLOAD, |mtu| route::udp_payload(mtu, ip))
+    }
+}
+
+/// The upper bound of MTU discovery for a server's socket bound to `ip`,
+/// before any peer is known: [`MAX_DATAGRAM`] on loopback; else the MTU
+/// of the interface holding `ip`, or for an unspecified `ip` the largest
+/// MTU of the interfaces that are up and not loopback, less the headers
+/// ([`route::listen_payload`]); [`ETHERNET_PAYLOAD`] when none is found.
+///
+/// A server takes the largest rather than one peer's route because its
+/// endpoint has one transport configuration and advertises one
+/// max_udp_payload_size for all its connections. Too high a bound for a
+/// given peer costs only probes: DPLPMTUD (RFC 8899) raises a path's
+/// datagrams only when a probe of that size is acknowledged, so each
+/// connection settles at what its own path carries (a client on a
+/// 1500-byte LAN at about 1472 bytes even when the server has a 9000-byte
+/// interface), after the failed probes above it (each sent three times)
+/// while it sends at the size found so far. A bound from the peer's own
+/// route, per connection, would save those probes: quinn 0.11 takes a
+/// server configuration per connection (`Incoming::accept_with`), which
+/// smbq's accept loop does not use yet.
+pub fn listen_mtu_upper_bound(ip: std::net::IpAddr) -> u16 {
+    if ip.is_loopback() {
+        MAX_DATAGRAM
+    } else {
+        route::listen_payload(ip).unwrap_or(ETHERNET_PAYLOAD)
     }
 }
 
@@ -418,11 +452,13 @@ impl AsyncUdpSocket for SplitGso {
 mod tests {
 
     #[test]
-    fn mtu_bound_is_large_only_on_loopback() {
+    fn mtu_bound_from_the_route() {
         assert_eq!(super::mtu_upper_bound("127.0.0.1".parse().expect("ip")), super::MAX_DATAGRAM);
         assert_eq!(super::mtu_upper_bound("::1".parse().expect("ip")), super::MAX_DATAGRAM);
-        assert_eq!(super::mtu_upper_bound("10.77.1.2".parse().expect("ip")), 1452);
-        assert_eq!(super::mtu_upper_bound("0.0.0.0".parse().expect("ip")), 1452);
+        assert_eq!(super::listen_mtu_upper_bound("127.0.0.1".parse().expect("ip")), super::MAX_DATAGRAM);
+        assert_eq!(super::listen_mtu_upper_bound("::1".parse().expect("ip")), super::MAX_DATAGRAM);
+        // No path to measure: the Ethernet default.
+        assert_eq!(super::mtu_upper_bound("0.0.0.0".parse().expect("ip")), super::ETHERNET_PAYLOAD);
     }
 
     use super::*;
