@@ -41,7 +41,7 @@
 //! stream_window = 67108864
 //! connection_window = 134217728
 //! udp_buffer = 8388608
-//! congestion = "cubic"         # or "bbr" (lossy paths), "newreno"
+//! congestion = "smbq"          # or quinn's "cubic", "bbr", "newreno"
 //! endpoints = 2                # QUIC endpoints on the port (SO_REUSEPORT, steered by connection ID); default: cores, at most 8
 //! max_udp_payload = 0          # MTU discovery's upper bound; 0: 65507 on loopback, else the largest interface MTU less IP and UDP headers (8972 on 9000-byte jumbo frames, 1472 at 1500), 1452 if unread
 //! max_streams = 16             # streams per connection with smbq's multi-stream extension (docs/multistream.md); 1 = off
@@ -124,7 +124,7 @@ impl Default for QuicSection {
             stream_window: d.stream_window,
             connection_window: d.connection_window,
             udp_buffer: d.udp_buffer,
-            congestion: "cubic".into(),
+            congestion: "smbq".into(),
             endpoints: d.endpoints,
             max_udp_payload: 0,
             max_streams: d.max_streams,
@@ -286,7 +286,7 @@ mod tests {
         assert!(c.quic_options.require_client_cert);
         assert!(c.quic_options.transport_security, "defaults fill the rest of the table");
         assert_eq!(c.quic_options.options().unwrap().keep_alive, None);
-        assert_eq!(c.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Cubic));
+        assert_eq!(c.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Smbq));
         let bbr: FileConfig = toml::from_str("[quic_options]\ncongestion = \"bbr\"\n").expect("bbr parses");
         assert_eq!(bbr.quic_options.options().map(|o| o.congestion), Ok(smbq_transport::quic::Congestion::Bbr));
         let udp: FileConfig = toml::from_str("[quic_options]\nmax_udp_payload = 8972\n").expect("parses");

@@ -33,6 +33,7 @@
 //! lost before the search goes lower.
 
 mod chunks;
+pub mod congestion;
 mod mmsg;
 pub mod reuseport;
 pub mod route;
@@ -249,36 +250,49 @@ impl std::ops::Sub for Counts {
     }
 }
 
-/// The congestion controller of a QUIC endpoint's connections (quinn's
-/// three). CUBIC (RFC 9438, Linux TCP's) is the default; NewReno (RFC 9002
-/// section 7) is QUIC's reference; BBR (quinn calls its own experimental)
-/// is the choice for lossy paths. `smbq-bench suite` measured the trade
-/// (bench/results/2026-11-26 and 2026-11-26-bbr): under 5% random loss at
-/// 25 ms one way, S4's photo group took 3.9 s up and 3.7 s down with BBR
-/// against 45.8 and 47.7 s with CUBIC (quinn's CUBIC keeps its window at
-/// 4-6 packets there; scp 10.0 and 10.8 s), but on a clean path BBR's
-/// start-up paces a new connection's first megabyte slowly: 207 ms against
-/// 6 ms at no added delay, 439 against 262 ms at 20 ms (S5), which is
-/// what opening a file on a LAN costs; on loopback bulk transfers (S1) the
-/// two are alike.
+/// The congestion controller of a QUIC endpoint's connections. The
+/// default is smbq's own ([`congestion`]), a BBR-style controller whose
+/// start-up is slow start and which tolerates random loss; quinn's three
+/// stay selectable: CUBIC (RFC 9438, Linux TCP's), NewReno (RFC 9002
+/// section 7, QUIC's reference) and quinn's experimental BBR.
+///
+/// Why not quinn's: `smbq-bench suite` measured (bench/results/2026-11-26
+/// and 2026-11-26-bbr) that under 5% random loss at 25 ms one way, S4's
+/// photo group took 45.8 s up and 47.7 s down with quinn's CUBIC (its
+/// window stays at 4-6 packets there; scp 10.0 and 10.8 s), and 3.9 and
+/// 3.7 s with quinn's BBR, whose start-up however paces a new connection's
+/// first megabyte slowly (207 ms against CUBIC's 6 ms on loopback, 439
+/// against 262 ms at 20 ms, S5): see [`congestion`] for the cause.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Congestion {
     #[default]
+    Smbq,
     Cubic,
     Bbr,
     NewReno,
 }
 
 impl Congestion {
-    pub const NAMES: &'static str = "cubic, bbr or newreno";
+    pub const NAMES: &'static str = "smbq, cubic, bbr or newreno";
 
-    /// quinn's factory for this controller.
+    /// The factory of this controller.
     pub fn factory(self) -> Arc<dyn quinn::congestion::ControllerFactory + Send + Sync> {
         use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
         match self {
+            Congestion::Smbq => Arc::new(congestion::SmbqConfig),
             Congestion::Cubic => Arc::new(CubicConfig::default()),
             Congestion::Bbr => Arc::new(BbrConfig::default()),
             Congestion::NewReno => Arc::new(NewRenoConfig::default()),
+        }
+    }
+
+    /// The name the configuration and command lines use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Congestion::Smbq => "smbq",
+            Congestion::Cubic => "cubic",
+            Congestion::Bbr => "bbr",
+            Congestion::NewReno => "newreno",
         }
     }
 }
@@ -287,6 +301,7 @@ impl std::str::FromStr for Congestion {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
+            "smbq" => Ok(Congestion::Smbq),
             "cubic" => Ok(Congestion::Cubic),
             "bbr" => Ok(Congestion::Bbr),
             "newreno" => Ok(Congestion::NewReno),
@@ -466,11 +481,16 @@ mod tests {
 
     #[test]
     fn congestion_controllers_by_name() {
+        assert_eq!(Congestion::default(), Congestion::Smbq);
+        assert_eq!("smbq".parse(), Ok(Congestion::Smbq));
         assert_eq!("cubic".parse(), Ok(Congestion::Cubic));
         assert_eq!("BBR".parse(), Ok(Congestion::Bbr));
         assert_eq!("newreno".parse(), Ok(Congestion::NewReno));
-        let e = "reno".parse::<Congestion>().expect_err("reno is not one of quinn's");
-        assert!(e.contains("cubic, bbr or newreno"), "{e}");
+        let e = "reno".parse::<Congestion>().expect_err("reno is not offered");
+        assert!(e.contains("smbq, cubic, bbr or newreno"), "{e}");
+        for c in [Congestion::Smbq, Congestion::Cubic, Congestion::Bbr, Congestion::NewReno] {
+            assert_eq!(c.name().parse(), Ok(c));
+        }
     }
 
     /// Send as quinn does: wait until the socket is writable, then try.
