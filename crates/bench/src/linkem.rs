@@ -600,7 +600,7 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
 
 /// Deletes `smbq-PID-...` namespaces whose process is gone (a run that
 /// was killed before its `Link` was dropped).
-fn remove_stale_namespaces() {
+pub(crate) fn remove_stale_namespaces() {
     let Ok(dir) = std::fs::read_dir("/var/run/netns") else { return };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();

@@ -9,6 +9,9 @@
 //! (pinned to CPU 0 and CPU 1 by default, as two hosts would be), and each
 //! figure comes with the CPU seconds per GiB that either side spent;
 //! every figure is the median of `--reps` runs, side by side in one run.
+//! With `--veth-mtu 1500|9000` the server runs in one network namespace
+//! and the client in another, joined by a veth pair of that MTU (veth.rs:
+//! a LAN path with the kernel's usual offloads) instead of loopback.
 //!
 //! `smbq-bench random ...`: fio-like random I/O against an external server
 //! (S2/S3 of BENCHMARKS.md; see `random.rs`).
@@ -23,6 +26,7 @@ mod random;
 mod report;
 mod results;
 mod suite;
+mod veth;
 
 use anyhow::bail;
 use packets::{Packets, S2nCounts, Side};
@@ -33,7 +37,7 @@ use smbq_server::{EncryptPolicy, Server, ServerConfig, ShareConfig};
 use smbq_transport::quic::{self, QuicOptions};
 use smbq_transport::tls::{self, ClientAccess};
 use smbq_wire::create::disposition;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,8 +73,17 @@ struct Args {
     /// Largest UDP payload QUIC may use, both sides (MTU discovery's upper
     /// bound). Loopback carries 65,507; 1452 is what a 1500-byte Ethernet
     /// path carries, where QUIC does its per-packet work 45 times as often.
-    #[arg(long, default_value_t = smbq_udp::MAX_DATAGRAM)]
-    max_udp_payload: u16,
+    /// Default: what smbq's defaults take, the client's from its route to
+    /// the server, the server's from its interfaces (65,507 on loopback;
+    /// 1472 and 8972 on veth pairs of 1500 and 9000 bytes).
+    #[arg(long)]
+    max_udp_payload: Option<u16>,
+    /// Run between two network namespaces joined by a veth pair of this
+    /// MTU (e.g. 1500, 9000), made and removed by the bench (needs root),
+    /// instead of on loopback: the server's runtime in one, the client's in
+    /// the other.
+    #[arg(long)]
+    veth_mtu: Option<u32>,
     /// quinn's congestion controller, both sides: cubic, bbr or newreno.
     #[arg(long, default_value = "cubic")]
     congestion: smbq_udp::Congestion,
@@ -110,7 +123,11 @@ struct Env {
     /// The server certificate, PEM (for s2n-quic's client).
     cert_pem: String,
     cert: rustls::pki_types::CertificateDer<'static>,
-    max_udp_payload: u16,
+    /// MTU discovery's upper bound of the client's endpoints (the
+    /// servers' is in their options).
+    client_max_udp_payload: u16,
+    /// Where the client binds (s2n-quic's client needs an address).
+    client_ip: IpAddr,
     congestion: smbq_udp::Congestion,
     no_gso: bool,
     /// The servers' UDP sockets (smbq-quic, raw quinn) and s2n-quic's counts.
@@ -137,8 +154,30 @@ fn main() -> anyhow::Result<()> {
     let pinned = !a.no_pin && cpus >= 2;
     // Pinned, each side has one core, and one worker thread, as tokio would
     // start on a one-core host.
+    // With a veth pair this thread joins the server's namespace before the
+    // server's runtime starts its threads and binds its sockets there, then
+    // the client's, before the client's runtime starts.
+    let veth = a.veth_mtu.map(veth::Veth::start).transpose()?;
+    let (server_ip, client_ip): (IpAddr, IpAddr) = match &veth {
+        Some(v) => (v.server_addr().into(), v.client_addr().into()),
+        None => (Ipv4Addr::LOCALHOST.into(), Ipv4Addr::LOCALHOST.into()),
+    };
+    if let Some(v) = &veth {
+        veth::enter(v.server_ns())?;
+    }
+    let server_max = a.max_udp_payload.unwrap_or_else(|| smbq_udp::listen_mtu_upper_bound(server_ip));
     let server_rt = runtime(SERVER_THREADS, pinned.then_some(0))?;
-    let env = Arc::new(server_rt.block_on(start(a.dir.as_deref(), size, a.max_udp_payload, a.congestion, a.no_gso))?);
+    let mut env = server_rt.block_on(start(a.dir.as_deref(), size, server_ip, server_max, a.congestion, a.no_gso, &a.systems))?;
+    if let Some(v) = &veth {
+        veth::enter(v.client_ns())?;
+    }
+    env.client_ip = client_ip;
+    env.client_max_udp_payload = a.max_udp_payload.unwrap_or_else(|| smbq_udp::mtu_upper_bound(server_ip));
+    if !a.json {
+        let path = a.veth_mtu.map_or("loopback".to_string(), |m| format!("a veth pair of MTU {m}"));
+        eprintln!("over {path}: MTU discovery's bound {server_max} (server), {} (client)", env.client_max_udp_payload);
+    }
+    let env = Arc::new(env);
     if pinned {
         pin(1);
     }
@@ -156,7 +195,7 @@ fn main() -> anyhow::Result<()> {
             // On the client runtime's worker, where quinn's tasks run too,
             // rather than on this thread: no wake-ups across threads.
             let (env, data, args) = (env.clone(), data.clone(), a.clone());
-            let (mbps, packets) = client_rt.block_on(async move { tokio::spawn(async move { run(&env, name, dir, &data, &args).await }).await })??;
+            let (mbps, packets, mtu) = client_rt.block_on(async move { tokio::spawn(async move { run(&env, name, dir, &data, &args).await }).await })??;
             let after = cpu_seconds();
             let m = Measure {
                 mbps,
@@ -165,6 +204,7 @@ fn main() -> anyhow::Result<()> {
                 server_ns_per_packet: ns_per(after.0 - before.0, packets.server.packets),
                 client_ns_per_packet: ns_per(after.1 - before.1, packets.client.packets),
                 packets,
+                mtu,
             };
             if !a.json {
                 eprintln!(
@@ -196,7 +236,9 @@ fn main() -> anyhow::Result<()> {
                 format!(
                     "\"{}-{}\":{{\"mb_s\":{:.1},\"server_cpu_s_per_gib\":{:.3},\"client_cpu_s_per_gib\":{:.3},\
                      \"server_ns_per_packet\":{:.0},\"client_ns_per_packet\":{:.0},\"server_packets\":{},\"client_packets\":{},\
-                     \"server_calls\":{},\"client_calls\":{},\"acks_per_data_packet\":{:.4},\"receiver_copies_per_byte\":{}}}",
+                     \"server_calls\":{},\"client_calls\":{},\"acks_per_data_packet\":{:.4},\"receiver_copies_per_byte\":{},\
+                     \"server_tx_packets_per_call\":{},\"server_rx_packets_per_call\":{},\"client_tx_packets_per_call\":{},\"client_rx_packets_per_call\":{},\
+                     \"server_acks_per_rx_packet\":{},\"client_acks_per_rx_packet\":{},\"data_datagram_bytes\":{},\"client_path_mtu\":{},\"client_mtu_reached_ms\":{}}}",
                     r.name,
                     r.dir,
                     m.mbps,
@@ -209,7 +251,16 @@ fn main() -> anyhow::Result<()> {
                     p.server.calls,
                     p.client.calls,
                     p.acks_per_data_packet(r.dir),
-                    p.receiver_copies(r.dir, size).map_or("null".into(), |c| format!("{c:.3}"))
+                    p.receiver_copies(r.dir, size).map_or("null".into(), |c| format!("{c:.3}")),
+                    json_num(p.server.sent_per_call()),
+                    json_num(p.server.received_per_call()),
+                    json_num(p.client.sent_per_call()),
+                    json_num(p.client.received_per_call()),
+                    json_num(p.server.acks_per_received()),
+                    json_num(p.client.acks_per_received()),
+                    json_num(p.data_datagram_bytes(r.dir)),
+                    json_num(m.mtu.map(|x| f64::from(x.0))),
+                    json_num(m.mtu.map(|x| x.1)),
                 )
             })
             .collect();
@@ -236,13 +287,13 @@ fn main() -> anyhow::Result<()> {
             println!("{n:<14}{:>12.1}{:>12.1}   {}, {}", mbps(n, "write"), mbps(n, "read"), cpu("write"), cpu("read"));
         }
         println!(
-            "\nper packet (UDP datagrams; TCP segments)  CPU ns/packet   packets/syscall   ACKs per data packet   receiver's copies per byte"
+            "\nper packet (UDP datagrams; TCP segments)  CPU ns/packet   packets/syscall (sent/received)   ACKs per data packet   receiver's copies per byte   data datagram bytes   client's path MTU (reached after)"
         );
-        println!("{:<14}{:<7}{:>16}{:>18}", "system", "", "server  client", "server  client");
+        println!("{:<14}{:<7}{:>16}{:>24}", "system", "", "server  client", "server     client");
         for r in &rows {
             let (m, p) = (&r.median, &r.median.packets);
             println!(
-                "{:<14}{:<7}{:>8.0}{:>8.0}{:>10}{:>8}{:>12.3}{:>18}",
+                "{:<14}{:<7}{:>8.0}{:>8.0}{:>12}{:>12}{:>12.3}{:>18}{:>14}{:>22}",
                 r.name,
                 r.dir,
                 m.server_ns_per_packet,
@@ -250,7 +301,9 @@ fn main() -> anyhow::Result<()> {
                 Measure::per_call(&p.server),
                 Measure::per_call(&p.client),
                 p.acks_per_data_packet(r.dir),
-                p.receiver_copies(r.dir, size).map_or("-".into(), |c| format!("{c:.2}"))
+                p.receiver_copies(r.dir, size).map_or("-".into(), |c| format!("{c:.2}")),
+                p.data_datagram_bytes(r.dir).map_or("-".into(), |b| format!("{b:.0}")),
+                m.mtu.map_or("-".into(), |(mtu, ms)| format!("{mtu} ({ms:.0} ms)")),
             );
         }
         for d in ["write", "read"] {
@@ -265,6 +318,7 @@ fn main() -> anyhow::Result<()> {
     // under engine threads that may still be waiting on its timers; the
     // share's temporary directory goes first (exit runs no destructors).
     drop(env);
+    drop(veth);
     use std::io::Write;
     let _ = std::io::stdout().flush();
     std::process::exit(0)
@@ -286,17 +340,25 @@ struct Measure {
     server_ns_per_packet: f64,
     client_ns_per_packet: f64,
     packets: Packets,
+    /// The client's QUIC path MTU at the end, and when MTU discovery
+    /// reached it (ms after the handshake).
+    mtu: Option<(u16, f64)>,
 }
 
 impl Measure {
-    /// Packets per system call of either side ("-" when not counted).
+    /// Packets per system call of either side, sent/received ("-" when
+    /// not counted).
     fn per_call(s: &Side) -> String {
-        if s.calls == 0 {
-            "-".into()
-        } else {
-            format!("{:.1}", packets::ratio(s.packets, s.calls))
+        match (s.sent_per_call(), s.received_per_call()) {
+            (Some(tx), Some(rx)) => format!("{tx:.1}/{rx:.1}"),
+            _ => "-".into(),
         }
     }
+}
+
+/// A JSON number, or null.
+fn json_num(v: Option<f64>) -> String {
+    v.filter(|x| x.is_finite()).map_or("null".into(), |x| format!("{x:.4}"))
 }
 
 /// CPU nanoseconds per packet.
@@ -352,7 +414,9 @@ fn cpu_seconds() -> (f64, f64) {
     (server as f64 / hz, client as f64 / hz)
 }
 
-async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u16, congestion: smbq_udp::Congestion, no_gso: bool) -> anyhow::Result<Env> {
+/// The servers, on `ip`, with MTU discovery's bound `max_udp_payload`,
+/// and the files of the `systems` that use one.
+async fn start(parent: Option<&std::path::Path>, size: usize, ip: IpAddr, max_udp_payload: u16, congestion: smbq_udp::Congestion, no_gso: bool, systems: &[String]) -> anyhow::Result<Env> {
     let dir = match parent {
         Some(p) => tempfile::tempdir_in(p)?,
         None => tempfile::tempdir()?,
@@ -361,7 +425,7 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     // Laid out beforehand, as fio does: the timed writes overwrite blocks in
     // place, so no run pays the file system for allocating them.
     let zeros = vec![0u8; 1 << 20];
-    for name in ["raw-quic-file", "smbq-quic", "smbq-tcp-enc"] {
+    for name in ["raw-quic-file", "smbq-quic", "smbq-tcp-enc"].into_iter().filter(|n| systems.iter().any(|s| s == n)) {
         use std::io::Write;
         let mut f = std::fs::File::create(dir.path().join("share").join(format!("{name}.bin")))?;
         for at in (0..size).step_by(zeros.len()) {
@@ -376,29 +440,47 @@ async fn start(parent: Option<&std::path::Path>, size: usize, max_udp_payload: u
     let (id, _) = tls::load_or_generate(dir.path(), None, &[])?;
     let cert = id.chain[0].clone();
     let opts = QuicOptions { max_udp_payload, congestion, no_gso, ..QuicOptions::default() };
-    let ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(tls::Certificates::new(&id)?, &ClientAccess::default())?, &opts)?;
+    let any_port = SocketAddr::new(ip, 0);
+    let ep = quic::endpoint(any_port, tls::server_config(tls::Certificates::new(&id)?, &ClientAccess::default())?, &opts)?;
     let quic_addr = ep.local_addr()?;
     tokio::spawn(quic::serve(ep, server.clone(), opts.clone(), std::future::pending()));
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let l = tokio::net::TcpListener::bind(any_port).await?;
     let tcp = l.local_addr()?;
     tokio::spawn(smbq_transport::tcp::serve(l, server, std::future::pending()));
     // The ceiling: the same QUIC settings, no SMB.
     let raw_opts = QuicOptions { udp: Arc::default(), ..opts.clone() };
-    let raw_ep = quic::endpoint("127.0.0.1:0".parse()?, tls::server_config(tls::Certificates::new(&id)?, &ClientAccess::default())?, &raw_opts)?;
+    let raw_ep = quic::endpoint(any_port, tls::server_config(tls::Certificates::new(&id)?, &ClientAccess::default())?, &raw_opts)?;
     let raw = raw_ep.local_addr()?;
     let fs = Arc::new(smbq_vfs::PosixFs::new(&dir.path().join("share"), false, false).map_err(|e| anyhow::anyhow!("{e:?}"))?);
     tokio::spawn(raw_server(raw_ep, fs));
     let (cert_path, key_path) = tls::default_paths(dir.path());
     let (cert_pem, key_pem) = (std::fs::read_to_string(cert_path)?, std::fs::read_to_string(key_path)?);
     let s2n_counts = S2nCounts::default();
-    let s2n = s2n_raw_server(&cert_pem, &key_pem, max_udp_payload, s2n_counts.clone())?;
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let s2n = s2n_raw_server(&cert_pem, &key_pem, ip, max_udp_payload, s2n_counts.clone())?;
+    let l = tokio::net::TcpListener::bind(any_port).await?;
     let raw_tcp = l.local_addr()?;
     tokio::spawn(ceilings::serve(l, None));
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let l = tokio::net::TcpListener::bind(any_port).await?;
     let tcp_tls = l.local_addr()?;
     tokio::spawn(ceilings::serve(l, Some((id.chain.clone(), id.key.clone_key()))));
-    Ok(Env { quic: quic_addr, tcp, raw, s2n, raw_tcp, tcp_tls, cert_pem, cert, max_udp_payload, congestion, no_gso, quic_udp: opts.udp, raw_udp: raw_opts.udp, s2n_counts, _dir: dir })
+    Ok(Env {
+        quic: quic_addr,
+        tcp,
+        raw,
+        s2n,
+        raw_tcp,
+        tcp_tls,
+        cert_pem,
+        cert,
+        client_max_udp_payload: max_udp_payload,
+        client_ip: ip,
+        congestion,
+        no_gso,
+        quic_udp: opts.udp,
+        raw_udp: raw_opts.udp,
+        s2n_counts,
+        _dir: dir,
+    })
 }
 
 /// Raw bulk server: per stream, a 9-byte request: b'W' + length (sink that
@@ -492,9 +574,9 @@ fn s2n_limits() -> anyhow::Result<s2n_quic::provider::limits::Limits> {
         .with_max_send_buffer_size(16 << 20)?)
 }
 
-fn s2n_io(max_udp_payload: u16) -> anyhow::Result<s2n_quic::provider::io::tokio::Provider> {
+fn s2n_io(ip: IpAddr, max_udp_payload: u16) -> anyhow::Result<s2n_quic::provider::io::tokio::Provider> {
     Ok(s2n_quic::provider::io::tokio::Builder::default()
-        .with_receive_address("127.0.0.1:0".parse()?)?
+        .with_receive_address(SocketAddr::new(ip, 0))?
         .with_max_mtu(max_udp_payload.saturating_add(28).min(S2N_MAX_MTU))?
         .with_recv_buffer_size(smbq_udp::DEFAULT_BUFFER)?
         .with_send_buffer_size(smbq_udp::DEFAULT_BUFFER)?
@@ -503,7 +585,7 @@ fn s2n_io(max_udp_payload: u16) -> anyhow::Result<s2n_quic::provider::io::tokio:
 
 /// A second QUIC stack for the ceiling (ARCHITECTURE.md keeps the transport
 /// open to s2n-quic): the raw server's protocol, without the file variants.
-fn s2n_raw_server(cert_pem: &str, key_pem: &str, max_udp_payload: u16, counts: S2nCounts) -> anyhow::Result<SocketAddr> {
+fn s2n_raw_server(cert_pem: &str, key_pem: &str, ip: IpAddr, max_udp_payload: u16, counts: S2nCounts) -> anyhow::Result<SocketAddr> {
     use bytes::Bytes;
     let tls = s2n_quic::provider::tls::rustls::Server::builder()
         .with_certificate(cert_pem, key_pem)
@@ -512,7 +594,7 @@ fn s2n_raw_server(cert_pem: &str, key_pem: &str, max_udp_payload: u16, counts: S
         .map_err(|e| anyhow::anyhow!(e))?;
     let mut server = s2n_quic::Server::builder()
         .with_tls(tls)?
-        .with_io(s2n_io(max_udp_payload)?)?
+        .with_io(s2n_io(ip, max_udp_payload)?)?
         .with_limits(s2n_limits()?)?
         .with_event(counts)?
         .start()?;
@@ -574,7 +656,7 @@ async fn s2n_raw_client(env: &Env, dir: &str, data: &bytes::Bytes, block: usize)
     let counts = S2nCounts::default();
     let client = s2n_quic::Client::builder()
         .with_tls(tls)?
-        .with_io(s2n_io(env.max_udp_payload)?)?
+        .with_io(s2n_io(env.client_ip, env.client_max_udp_payload)?)?
         .with_limits(s2n_limits()?)?
         .with_event(counts.clone())?
         .start()?;
@@ -613,11 +695,11 @@ async fn s2n_raw_client(env: &Env, dir: &str, data: &bytes::Bytes, block: usize)
 fn target(env: &Env, addr: SocketAddr) -> QuicTarget<'static> {
     let mut roots = rustls::RootCertStore::empty();
     let _ = roots.add(env.cert.clone());
-    QuicTarget { max_udp_payload: env.max_udp_payload, congestion: env.congestion, no_gso: env.no_gso, ..QuicTarget::new(addr, "localhost", roots) }
+    QuicTarget { max_udp_payload: env.client_max_udp_payload, congestion: env.congestion, no_gso: env.no_gso, ..QuicTarget::new(addr, "localhost", roots) }
 }
 
 /// One run: its rate (MB/s) and both sides' packet counts.
-async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) -> anyhow::Result<(f64, Packets)> {
+async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) -> anyhow::Result<(f64, Packets, Option<(u16, f64)>)> {
     let size = data.len();
     let block = a.block_kib << 10;
     if name == "raw-s2n-quic" {
@@ -629,13 +711,15 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
             calls: after.calls - before.calls,
             acks_sent: after.acks_sent - before.acks_sent,
             sent: after.sent - before.sent,
+            sent_calls: after.sent_calls - before.sent_calls,
+            sent_bytes: 0,
             copied: None,
         };
-        return Ok((mbps, Packets { server, client }));
+        return Ok((mbps, Packets { server, client }, None));
     }
     if name == "raw-tcp" || name == "tcp-tls" {
         let (addr, tls) = if name == "raw-tcp" { (env.raw_tcp, None) } else { (env.tcp_tls, Some(env.cert.clone())) };
-        return Ok((ceilings::run(addr, tls, dir, data).await?, Packets::default()));
+        return Ok((ceilings::run(addr, tls, dir, data).await?, Packets::default(), None));
     }
     let server_udp = if name == "smbq-quic" { &env.quic_udp } else { &env.raw_udp };
     let before = server_udp.get();
@@ -651,6 +735,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
         let tgt = target(env, env.raw);
         let ep = smbq_client::quic_endpoint(&tgt)?;
         let conn = ep.connect(env.raw, "localhost")?.await?;
+        let watch = MtuWatch::start(conn.clone(), tgt.max_udp_payload);
         let (mut send, mut recv) = conn.open_bi().await?;
         let mut req = vec![if dir == "write" { b'W' } else { b'R' }];
         if name == "raw-quic-file" {
@@ -680,9 +765,10 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
         let secs = t.elapsed().as_secs_f64();
         debug_stats(name, dir, &conn);
         let p = quinn_packets(&tgt.udp, &conn);
+        let mtu = watch.finish();
         conn.close(0u32.into(), b"");
         ep.wait_idle().await;
-        return Ok((size as f64 / secs / 1e6, p));
+        return Ok((size as f64 / secs / 1e6, p, Some(mtu)));
     }
     let t = target(env, env.quic);
     let client_udp = t.udp.clone();
@@ -691,6 +777,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
     } else {
         Client::connect_tcp(env.tcp).await?
     };
+    let watch = c.quic.as_ref().map(|(_, conn)| MtuWatch::start(conn.clone(), env.client_max_udp_payload));
     c.negotiate(name == "smbq-quic").await?;
     c.login("bench", "bench").await?;
     c.tree_connect("\\\\localhost\\share").await?;
@@ -731,7 +818,46 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
     if name == "smbq-tcp-enc" && c.core.transforms_received == 0 {
         bail!("TCP run was not encrypted");
     }
-    Ok((size as f64 / secs / 1e6, p))
+    Ok((size as f64 / secs / 1e6, p, watch.map(MtuWatch::finish)))
+}
+
+/// What a quinn connection's MTU discovery reaches: the client's path MTU
+/// (the size of the datagrams it sends), sampled every millisecond from
+/// the end of the handshake until it comes within quinn's search step (20
+/// bytes) of `bound`, for at most 5 s.
+struct MtuWatch {
+    /// The largest MTU seen, and when it was first seen.
+    seen: Arc<std::sync::Mutex<(u16, std::time::Duration)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MtuWatch {
+    fn start(conn: quinn::Connection, bound: u16) -> MtuWatch {
+        let t = Instant::now();
+        let seen = Arc::new(std::sync::Mutex::new((conn.stats().path.current_mtu, std::time::Duration::ZERO)));
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            while t.elapsed() < std::time::Duration::from_secs(5) && conn.close_reason().is_none() {
+                let mtu = conn.stats().path.current_mtu;
+                if let Ok(mut g) = s.lock() {
+                    if mtu > g.0 {
+                        *g = (mtu, t.elapsed());
+                    }
+                }
+                if mtu.saturating_add(20) >= bound {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        });
+        MtuWatch { seen, task }
+    }
+
+    /// The largest MTU seen and when (ms), and the watch stopped.
+    fn finish(self) -> (u16, f64) {
+        self.task.abort();
+        self.seen.lock().map(|g| (g.0, g.1.as_secs_f64() * 1e3)).unwrap_or((0, f64::NAN))
+    }
 }
 
 /// With SMBQ_BENCH_DEBUG set, the client's view of a QUIC connection:

@@ -30,6 +30,10 @@ pub struct Side {
     pub acks_sent: u64,
     /// Packets sent.
     pub sent: u64,
+    /// The calls of `calls` that sent (the others received).
+    pub sent_calls: u64,
+    /// UDP payload bytes sent; 0 when not counted.
+    pub sent_bytes: u64,
     /// Bytes copied in user space while receiving, when counted. For
     /// quinn: the messages under 16 KiB that our quinn copies out of its
     /// receive buffer (it hands GRO batches and large datagrams on without
@@ -47,8 +51,36 @@ impl Side {
             calls: c.tx_calls + c.rx_calls,
             acks_sent,
             sent: c.tx_datagrams,
+            sent_calls: c.tx_calls,
+            sent_bytes: c.tx_bytes,
             copied: Some(c.rx_gathered + c.rx_copied),
         }
+    }
+
+    /// Packets received.
+    pub fn received(&self) -> u64 {
+        self.packets.saturating_sub(self.sent)
+    }
+
+    /// Packets per sending call; None when calls are not counted.
+    pub fn sent_per_call(&self) -> Option<f64> {
+        (self.sent_calls > 0).then(|| ratio(self.sent, self.sent_calls))
+    }
+
+    /// Packets per receiving call; None when calls are not counted.
+    pub fn received_per_call(&self) -> Option<f64> {
+        let calls = self.calls.saturating_sub(self.sent_calls);
+        (calls > 0).then(|| ratio(self.received(), calls))
+    }
+
+    /// ACKs this side sent per packet it received.
+    pub fn acks_per_received(&self) -> Option<f64> {
+        (self.received() > 0).then(|| ratio(self.acks_sent, self.received()))
+    }
+
+    /// Mean bytes of the datagrams this side sent; None when not counted.
+    pub fn mean_sent_bytes(&self) -> Option<f64> {
+        (self.sent_bytes > 0).then(|| ratio(self.sent_bytes, self.sent))
     }
 }
 
@@ -65,6 +97,13 @@ impl Packets {
     pub fn acks_per_data_packet(&self, dir: &str) -> f64 {
         let (rx, tx) = if dir == "write" { (self.server, self.client) } else { (self.client, self.server) };
         ratio(rx.acks_sent, tx.sent)
+    }
+
+    /// The sending side's mean datagram size (`write`: the client sends):
+    /// the data packets' size, with the few others sent among them.
+    pub fn data_datagram_bytes(&self, dir: &str) -> Option<f64> {
+        let tx = if dir == "write" { self.client } else { self.server };
+        tx.mean_sent_bytes()
     }
 
     /// Bytes the receiving side copied in user space per byte of the
@@ -96,7 +135,15 @@ const ACKS: usize = 4;
 impl S2nCounts {
     pub fn side(&self) -> Side {
         let g = |i: usize| self.0[i].load(Ordering::Relaxed);
-        Side { packets: g(TX_PACKETS) + g(RX_PACKETS), calls: g(TX_CALLS) + g(RX_CALLS), acks_sent: g(ACKS), sent: g(TX_PACKETS), copied: None }
+        Side {
+            packets: g(TX_PACKETS) + g(RX_PACKETS),
+            calls: g(TX_CALLS) + g(RX_CALLS),
+            acks_sent: g(ACKS),
+            sent: g(TX_PACKETS),
+            sent_calls: g(TX_CALLS),
+            sent_bytes: 0,
+            copied: None,
+        }
     }
 
     fn add(&self, i: usize, n: usize) {
@@ -152,7 +199,7 @@ pub fn tcp_segments(fd: std::os::fd::RawFd) -> Option<(u64, u64, u64, u64)> {
 pub fn tcp_packets(fd: std::os::fd::RawFd) -> Packets {
     let Some((out, inn, data_out, data_in)) = tcp_segments(fd) else { return Packets::default() };
     Packets {
-        client: Side { packets: out + inn, calls: 0, acks_sent: out - data_out.min(out), sent: out, copied: None },
-        server: Side { packets: out + inn, calls: 0, acks_sent: inn - data_in.min(inn), sent: inn, copied: None },
+        client: Side { packets: out + inn, acks_sent: out - data_out.min(out), sent: out, ..Side::default() },
+        server: Side { packets: out + inn, acks_sent: inn - data_in.min(inn), sent: inn, ..Side::default() },
     }
 }

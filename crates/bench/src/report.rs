@@ -67,8 +67,9 @@ pub fn write(results: &Results, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// The scenarios of BENCHMARKS.md, in report order, with their titles.
-const SCENARIOS: [(&str, &str); 7] = [
+const SCENARIOS: [(&str, &str); 8] = [
     ("S1", "single-seq"),
+    ("S1v", "single-seq between two namespaces over a veth pair"),
     ("S2", "single-rand"),
     ("S3", "multiple-rand"),
     ("S4", "file groups over a degraded link"),
@@ -94,7 +95,7 @@ const SYSTEMS: [&str; 9] = [
 const BASELINE: &str = "samba-tcp-enc";
 
 /// Columns in this order; other figures follow by name.
-const FIGURES: [&str; 23] = [
+const FIGURES: [&str; 35] = [
     "mb_s",
     "iops",
     "seconds",
@@ -115,17 +116,30 @@ const FIGURES: [&str; 23] = [
     "lat_p999_us",
     "server_cpu_s_per_gib",
     "client_cpu_s_per_gib",
+    "server_cpu_ns_per_packet",
+    "client_cpu_ns_per_packet",
+    "server_tx_packets_per_call",
+    "server_rx_packets_per_call",
+    "client_tx_packets_per_call",
+    "client_rx_packets_per_call",
+    "acks_per_data_packet",
+    "server_acks_per_rx_packet",
+    "client_acks_per_rx_packet",
+    "data_datagram_bytes",
+    "client_path_mtu",
+    "client_mtu_reached_ms",
     "server_cpu_us_per_op",
     "server_rss_mib",
     "client_rss_mib",
 ];
 
 /// A second system a scenario's rows are set against, beside
-/// samba-tcp-enc: the paper's SCP for S4, TCP for the phases of S5.
+/// samba-tcp-enc: the paper's SCP for S4, TCP for the phases of S5 and
+/// for S1 over a veth pair.
 fn second_baseline(scenario: &str) -> Option<&'static str> {
     match scenario {
         "S4" => Some("scp"),
-        "S5" => Some("smbq-tcp-enc"),
+        "S5" | "S1v" => Some("smbq-tcp-enc"),
         _ => None,
     }
 }
@@ -417,11 +431,17 @@ fn case_table(md: &mut String, scenario: &str, case: &str, entries: &[&Entry]) {
     let prim = primary(&figures);
     let ceiling = scenario == "S1";
     let second = second_baseline(scenario).filter(|b| entries.iter().any(|e| e.system == *b && is_ok(e)));
+    // S1v runs smbq's two rows alone (over a veth pair): no Samba column.
+    let base = scenario != "S1v";
     let _ = writeln!(md, "### {} {case}\n", scenario);
     if let Some(p) = &prim {
-        let mut note = format!("{BASELINE} of the same case and point");
+        let mut note = if base { format!("{BASELINE} of the same case and point") } else { String::new() };
         if let Some(b) = second {
-            let _ = write!(note, ", and ÷ {b}");
+            if base {
+                let _ = write!(note, ", and ÷ {b}");
+            } else {
+                let _ = write!(note, "{b} of the same case and point");
+            }
         }
         if ceiling {
             note.push_str(
@@ -438,7 +458,9 @@ fn case_table(md: &mut String, scenario: &str, case: &str, entries: &[&Entry]) {
     }
     head.extend(figures.iter().cloned());
     if let Some(p) = &prim {
-        head.push(format!("{p} ÷ {BASELINE}"));
+        if base {
+            head.push(format!("{p} ÷ {BASELINE}"));
+        }
         if let Some(b) = second {
             head.push(format!("{p} ÷ {b}"));
         }
@@ -461,7 +483,7 @@ fn case_table(md: &mut String, scenario: &str, case: &str, entries: &[&Entry]) {
             row.push(cell(&e.status));
             row.extend(std::iter::repeat_n(String::new(), figures.len().saturating_sub(1)));
             if prim.is_some() {
-                let n = 1 + usize::from(second.is_some()) + usize::from(ceiling);
+                let n = usize::from(base) + usize::from(second.is_some()) + usize::from(ceiling);
                 row.extend(std::iter::repeat_n("–".to_string(), n));
             }
         } else {
@@ -473,7 +495,9 @@ fn case_table(md: &mut String, scenario: &str, case: &str, entries: &[&Entry]) {
             }
             if let Some(p) = &prim {
                 let own = e.figures.get(p).map(Figure::median);
-                row.push(fmt_ratio(own, median_beside(entries, e, BASELINE, p)));
+                if base {
+                    row.push(fmt_ratio(own, median_beside(entries, e, BASELINE, p)));
+                }
                 if let Some(b) = second {
                     row.push(fmt_ratio(own, median_beside(entries, e, b, p)));
                 }
@@ -528,6 +552,12 @@ fn headlines(r: &Results) -> Vec<Headline> {
             add(format!("S1 {case}: {num} ÷ {den}"), "S1", case, num, den, &[], "mb_s");
         }
     }
+    for mtu in [1500.0, 9000.0] {
+        for case in ["read", "write"] {
+            let at = [("mtu", mtu)];
+            add(format!("S1v {case}, veth MTU {mtu}: smbq-quic ÷ smbq-tcp-enc"), "S1v", case, "smbq-quic", "smbq-tcp-enc", &at, "mb_s");
+        }
+    }
     for case in ["randread", "randwrite"] {
         add(format!("S2 {case}: smbq-quic ÷ {BASELINE}"), "S2", case, "smbq-quic", BASELINE, &[], "iops");
     }
@@ -570,6 +600,15 @@ fn headlines(r: &Results) -> Vec<Headline> {
     for num in ["smbq-quic", "smbq-tcp-enc"] {
         for case in ["read", "write"] {
             add(format!("S1 {case}: {num} ÷ {BASELINE}"), "S1", case, num, BASELINE, &[], "server_cpu_s_per_gib");
+        }
+    }
+    for mtu in [1500.0, 9000.0] {
+        for case in ["read", "write"] {
+            let at = [("mtu", mtu)];
+            for side in ["server", "client"] {
+                let fig = format!("{side}_cpu_ns_per_packet");
+                add(format!("S1v {case}, veth MTU {mtu}: smbq-quic ÷ smbq-tcp-enc, {side}'s CPU per packet"), "S1v", case, "smbq-quic", "smbq-tcp-enc", &at, &fig);
+            }
         }
     }
     out
@@ -656,7 +695,7 @@ pub fn charts(r: &Results) -> Vec<Chart> {
     let mut out = Vec::new();
     for s in sections(r) {
         match s.scenario.as_str() {
-            "S1" | "S2" | "S3" => out.extend(bar_chart(&s)),
+            "S1" | "S1v" | "S2" | "S3" => out.extend(bar_chart(&s)),
             "S4" => {
                 for (case, entries) in &s.cases {
                     let figs = figure_names(entries);
@@ -1090,6 +1129,28 @@ pub(crate) mod tests {
         assert!(head.contains("| S5 phases-1mib at 20 ms: QUIC ÷ TCP (smbq-quic ÷ smbq-tcp-enc) | ttfb_ms | 40.0 | 60.0 | 0.67 | below 1 |"));
         assert!(head.contains("| S1 read: smbq-quic ÷ samba-tcp-enc | server_cpu_s_per_gib | 1.00 | 2.00 | 0.50 | below 1 |"));
         assert!(!head.contains("S2 randread"), "no S2 data, no S2 headline");
+    }
+
+    /// S1v: points by MTU, ratios against smbq-tcp-enc, no Samba column,
+    /// and its headlines.
+    #[test]
+    fn s1v_rows_against_tcp() {
+        let mut r = sample();
+        for (mtu, quic, tcp) in [(1500.0, 600.0, 1200.0), (9000.0, 1100.0, 1000.0)] {
+            let p = [("mtu", mtu)];
+            r.results.push(entry("S1v", "write", "smbq-quic", &p, &[("mb_s", &[quic]), ("server_cpu_ns_per_packet", &[1500.0])]));
+            r.results.push(entry("S1v", "write", "smbq-tcp-enc", &p, &[("mb_s", &[tcp]), ("server_cpu_ns_per_packet", &[1000.0])]));
+        }
+        let md = markdown(&r);
+        assert!(md.contains("## S1v single-seq between two namespaces over a veth pair"), "{md}");
+        let table = md.split("### S1v write").nth(1).expect("S1v write table");
+        assert!(table.contains("| mtu | system | mb_s | server_cpu_ns_per_packet | mb_s ÷ smbq-tcp-enc |"), "{table}");
+        assert!(table.contains("| 1500 | smbq-quic | 600 | 1500 | 0.50 |"), "{table}");
+        assert!(table.contains("| 9000 | smbq-quic | 1100 | 1500 | 1.10 |"), "{table}");
+        let head = md.split("## Headline ratios").nth(1).expect("headlines");
+        assert!(head.contains("| S1v write, veth MTU 9000: smbq-quic ÷ smbq-tcp-enc | mb_s | 1100 | 1000 | 1.10 | above 1 |"), "{head}");
+        assert!(head.contains("| S1v write, veth MTU 1500: smbq-quic ÷ smbq-tcp-enc, server's CPU per packet | server_cpu_ns_per_packet | 1500 | 1000 | 1.50 | below 1 |"), "{head}");
+        assert!(charts(&r).iter().any(|c| c.file == "s1v.svg"));
     }
 
     #[test]

@@ -9,6 +9,14 @@
 //!   server. The S1 ceilings (raw TCP, TCP + rustls TLS 1.3, raw quinn)
 //!   are the transport bench (`smbq-bench --systems raw-tcp,tcp-tls,raw-quic`)
 //!   run once per repetition with the file's size.
+//! - **S1v** is S1's sequential read and write of one file between two
+//!   network namespaces joined by a plain veth pair (veth.rs), at MTU 1500
+//!   and 9000, for smbq-quic and smbq-tcp-enc: the transport bench
+//!   (`smbq-bench --veth-mtu M --systems smbq-quic,smbq-tcp-enc`) run once
+//!   per repetition and MTU, with the S1 file's size, 1 MiB requests, 4 in
+//!   flight; per side, CPU nanoseconds per packet, packets per system
+//!   call each way and ACKs per packet received; the datagram size MTU
+//!   discovery reached and when.
 //! - **S4** (file groups) and **S5** (connection phases) run over the link
 //!   emulator (linkem.rs): servers in one network namespace, the client in
 //!   the other, delay and loss applied by our forwarder; the emulator's
@@ -45,7 +53,7 @@ pub struct SuiteArgs {
     full: bool,
     /// Scenarios to run; S5m (a read across the client's change of
     /// address, migration.rs) only when named.
-    #[arg(long, value_delimiter = ',', default_value = "S1,S2,S3,S4,S5,S6")]
+    #[arg(long, value_delimiter = ',', default_value = "S1,S1v,S2,S3,S4,S5,S6")]
     scenarios: Vec<String>,
     /// Rows to run (default: all).
     #[arg(long, value_delimiter = ',')]
@@ -103,6 +111,8 @@ struct Plan {
     ramp: f64,
     runtime: f64,
     s1_filesize: u64,
+    /// MTUs of S1v's veth pairs.
+    s1v_mtus: Vec<u32>,
     s2_filesize: u64,
     s4_points: Vec<(f64, f64)>,
     s4_files: usize,
@@ -124,6 +134,7 @@ impl Plan {
             ramp: a.ramp.unwrap_or(if full { 15.0 } else { 1.0 }),
             runtime: a.runtime.unwrap_or(if full { 120.0 } else { 3.0 }),
             s1_filesize: if full { 5 << 30 } else { 1 << 30 },
+            s1v_mtus: vec![1500, 9000],
             s2_filesize: if full { 1 << 30 } else { 256 << 20 },
             s4_points: a.s4_points.clone().unwrap_or_else(|| if full { grid() } else { vec![(25.0, 5.0)] }),
             s4_files: a.s4_files.unwrap_or(if full { 100 } else { 10 }),
@@ -143,6 +154,7 @@ impl Plan {
             ("ramp_s".into(), json!(self.ramp)),
             ("runtime_s".into(), json!(self.runtime)),
             ("s1".into(), json!(format!("rw=read|write filesize={} bs=1m nrfiles=1 iodepth=4", self.s1_filesize))),
+            ("s1v".into(), json!(format!("S1 over a veth pair of MTU {:?}: rw=read|write filesize={} bs=1m iodepth=4, the whole file once per repetition", self.s1v_mtus, self.s1_filesize))),
             ("s2".into(), json!(format!("rw=randread|randwrite filesize={} bs=4k nrfiles=1 iodepth=16", self.s2_filesize))),
             ("s3".into(), json!("rw=randread|randwrite filesize=100k bs=4k nrfiles=16 iodepth=4")),
             ("s4".into(), json!(format!("group 1: {} photo-like files{}; points (delay ms, loss %) {:?}", self.s4_files, if self.s4_large > 0 { format!(", group 2: one {} MB file", self.s4_large / 1_000_000) } else { String::new() }, self.s4_points))),
@@ -154,6 +166,7 @@ impl Plan {
 
 const SMB_ROWS: [&str; 4] = ["smbq-quic", "smbq-tcp-enc", "samba-tcp-enc", "samba-tcp-sign"];
 const CEILINGS: [&str; 3] = ["raw-quic", "tcp-tls", "raw-tcp"];
+const S1V_ROWS: [&str; 2] = ["smbq-quic", "smbq-tcp-enc"];
 
 /// Every figure of the run, as it is gathered.
 struct Book {
@@ -227,6 +240,9 @@ pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
     }
     if scenario("S1") {
         ceilings(&plan, &parent, &want, &mut book, &mut progress);
+    }
+    if scenario("S1v") {
+        over_veth(&plan, &parent, &want, &mut book, &mut progress);
     }
     if scenario("S4") || scenario("S5") || scenario("S5m") {
         if let Err(e) = over_link(&plan, work.path(), a.smbq_config.as_deref(), &want, &scenario, &mut book, &mut progress, &mut link_checks) {
@@ -502,6 +518,17 @@ fn srv_mem_mib(srv: &Server) -> f64 {
         / 1024.0
 }
 
+/// The transport bench (main.rs) in a child process, `--json --reps 1`
+/// with `args`, its servers' files under `parent`: its JSON.
+fn transport_bench(args: &[&str], parent: &Path) -> anyhow::Result<serde_json::Value> {
+    let exe = std::env::current_exe()?;
+    let o = std::process::Command::new(exe).args(["--json", "--reps", "1"]).args(args).arg("--dir").arg(parent).output()?;
+    if !o.status.success() {
+        bail!("{}", String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("failed"));
+    }
+    Ok(serde_json::from_slice::<serde_json::Value>(&o.stdout)?)
+}
+
 /// The S1 ceilings: the transport bench in a child process, once per
 /// repetition, on the S1 file's size.
 fn ceilings(plan: &Plan, parent: &Path, want: &dyn Fn(&str) -> bool, book: &mut Book, progress: &mut Progress) {
@@ -512,16 +539,7 @@ fn ceilings(plan: &Plan, parent: &Path, want: &dyn Fn(&str) -> bool, book: &mut 
     let size_mib = (plan.s1_filesize >> 20).to_string();
     for rep in 0..plan.reps {
         let what = format!("S1 ceilings rep {}/{}", rep + 1, plan.reps);
-        let out = std::env::current_exe().and_then(|exe| {
-            std::process::Command::new(exe).args(["--json", "--reps", "1", "--size-mib", &size_mib, "--systems", &systems.join(",")]).arg("--dir").arg(parent).output()
-        });
-        let parsed = out.map_err(anyhow::Error::from).and_then(|o| {
-            if !o.status.success() {
-                bail!("{}", String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("failed"));
-            }
-            Ok(serde_json::from_slice::<serde_json::Value>(&o.stdout)?)
-        });
-        match parsed {
+        match transport_bench(&["--size-mib", &size_mib, "--systems", &systems.join(",")], parent) {
             Ok(v) => {
                 let mut line = String::new();
                 for sys in &systems {
@@ -539,6 +557,69 @@ fn ceilings(plan: &Plan, parent: &Path, want: &dyn Fn(&str) -> bool, book: &mut 
                 for sys in &systems {
                     for dir in ["read", "write"] {
                         book.fail("S1", dir, sys, &[], &format!("failed: {e:#}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// S1v: S1 between two namespaces joined by a veth pair of each MTU (the
+/// transport bench with `--veth-mtu`, which makes and removes them), the
+/// MTUs alternating within each repetition. The figures, per side where
+/// they say so: CPU ns per packet (the side's threads' CPU time over the
+/// packets it sent and received: UDP datagrams, or TCP segments of MSS
+/// size as TCP_INFO counts them), packets per sending and per receiving
+/// system call (QUIC; not counted for TCP), ACKs sent per packet
+/// received (the server's from the ACK frames our client received), the
+/// data sender's mean datagram size, and the client's path MTU and when
+/// MTU discovery reached it.
+fn over_veth(plan: &Plan, parent: &Path, want: &dyn Fn(&str) -> bool, book: &mut Book, progress: &mut Progress) {
+    let systems: Vec<&str> = S1V_ROWS.into_iter().filter(|s| want(s)).collect();
+    if systems.is_empty() {
+        return;
+    }
+    let size_mib = (plan.s1_filesize >> 20).to_string();
+    const FIGURES: [(&str, &str); 15] = [
+        ("mb_s", "mb_s"),
+        ("server_cpu_s_per_gib", "server_cpu_s_per_gib"),
+        ("client_cpu_s_per_gib", "client_cpu_s_per_gib"),
+        ("server_cpu_ns_per_packet", "server_ns_per_packet"),
+        ("client_cpu_ns_per_packet", "client_ns_per_packet"),
+        ("server_tx_packets_per_call", "server_tx_packets_per_call"),
+        ("server_rx_packets_per_call", "server_rx_packets_per_call"),
+        ("client_tx_packets_per_call", "client_tx_packets_per_call"),
+        ("client_rx_packets_per_call", "client_rx_packets_per_call"),
+        ("acks_per_data_packet", "acks_per_data_packet"),
+        ("server_acks_per_rx_packet", "server_acks_per_rx_packet"),
+        ("client_acks_per_rx_packet", "client_acks_per_rx_packet"),
+        ("data_datagram_bytes", "data_datagram_bytes"),
+        ("client_path_mtu", "client_path_mtu"),
+        ("client_mtu_reached_ms", "client_mtu_reached_ms"),
+    ];
+    for rep in 0..plan.reps {
+        for &mtu in &plan.s1v_mtus {
+            let what = format!("S1v MTU {mtu} rep {}/{}", rep + 1, plan.reps);
+            let point = [("mtu", f64::from(mtu))];
+            match transport_bench(&["--size-mib", &size_mib, "--systems", &systems.join(","), "--veth-mtu", &mtu.to_string()], parent) {
+                Ok(v) => {
+                    let mut line = String::new();
+                    for sys in &systems {
+                        for dir in ["read", "write"] {
+                            let m = &v["median"][format!("{sys}-{dir}")];
+                            let figures: Vec<(&str, f64)> = FIGURES.iter().map(|&(name, key)| (name, m[key].as_f64().unwrap_or(f64::NAN))).collect();
+                            book.add("S1v", dir, sys, &point, &figures);
+                            line += &format!("{sys} {dir} {:.0}  ", m["mb_s"].as_f64().unwrap_or(f64::NAN));
+                        }
+                    }
+                    progress.step(&what, &line);
+                }
+                Err(e) => {
+                    progress.step(&what, &format!("failed: {e:#}"));
+                    for sys in &systems {
+                        for dir in ["read", "write"] {
+                            book.fail("S1v", dir, sys, &point, &format!("failed: {e:#}"));
+                        }
                     }
                 }
             }
