@@ -79,6 +79,9 @@ pub struct ConnectOptions {
     /// later one resumes in 0-RTT ([`crate::resume`]); a
     /// [`crate::share::Share`] makes one for itself and its reconnects.
     pub resumption: Option<Arc<crate::resume::Resumption>>,
+    /// Write a qlog trace of each QUIC connection into this directory
+    /// ([`crate::QuicTarget::qlog_dir`]).
+    pub qlog_dir: Option<PathBuf>,
 }
 
 /// Streams our client offers over QUIC by default.
@@ -99,6 +102,7 @@ impl Default for ConnectOptions {
             posix: false,
             quic_streams: DEFAULT_QUIC_STREAMS,
             resumption: None,
+            qlog_dir: None,
         }
     }
 }
@@ -139,6 +143,7 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
             let mut target = QuicTarget::new(addr, host, rustls::RootCertStore::empty());
             target.verifier = Some(verifier(&o.trust)?);
             target.resumption = o.resumption.clone();
+            target.qlog_dir = o.qlog_dir.clone();
             tokio::time::timeout(connect_timeout, Client::connect_quic(target)).await.map_err(|_| late("connecting to"))??
         }
         _ => tokio::time::timeout(connect_timeout, Client::connect_tcp(addr)).await.map_err(|_| late("connecting to"))??,

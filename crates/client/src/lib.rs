@@ -95,6 +95,9 @@ pub struct Client {
     last_stream: u16,
     /// Whether this connection went in 0-RTT ([`resume`]).
     pub zero_rtt: resume::ZeroRtt,
+    /// The connection's qlog trace ([`QuicTarget::qlog_dir`]); its end is
+    /// written when the client is dropped.
+    qlog: Option<smbq_quictrace::qlog::Trace>,
 }
 
 /// How to reach a server over QUIC.
@@ -121,11 +124,14 @@ pub struct QuicTarget<'a> {
     /// it has a ticket for the server ([`resume`]); none: an endpoint of
     /// its own, no tickets asked for.
     pub resumption: Option<Arc<resume::Resumption>>,
+    /// Write a qlog trace of the connection into this directory
+    /// ([`smbq_quictrace::qlog`]; `SMBQ_QLOG_DIR` for the smbq binary).
+    pub qlog_dir: Option<std::path::PathBuf>,
 }
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, verifier: None, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false, resumption: None }
+        QuicTarget { addr, server_name, roots, verifier: None, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false, resumption: None, qlog_dir: None }
     }
 }
 
@@ -134,7 +140,7 @@ impl Client {
         let s = tokio::net::TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
         let (r, w) = s.into_split();
-        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None, response_timeout: None, last_stream: 0, zero_rtt: resume::ZeroRtt::NotTried })
+        Ok(Client { core: Core::new(), rd: Reader::Tcp(BufReader::with_capacity(READ_BUFFER, r)), wr: Writer::Tcp(w), quic: None, chained: Default::default(), broken: None, response_timeout: None, last_stream: 0, zero_rtt: resume::ZeroRtt::NotTried, qlog: None })
     }
 
     /// The TCP socket's descriptor, when on TCP (to read its TCP_INFO).
@@ -151,15 +157,31 @@ impl Client {
         if let Some(r) = t.resumption.clone() {
             return resume::connect(t, &r).await;
         }
-        let ep = quic_endpoint(&t)?;
-        let conn = ep.connect(t.addr, t.server_name).map_err(|e| ClientError::Quic(e.to_string()))?.await.map_err(handshake_error)?;
+        let cfg = client_config(&t, |_| {})?;
+        let ep = quic_endpoint_for(&t, cfg.clone())?;
+        let (connecting, mut trace) = connecting(&ep, &cfg, &t)?;
+        let conn = connecting.await.map_err(handshake_error)?;
+        started(&mut trace, &ep, &conn);
         let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
-        Ok(Client::on_quic(ep, conn, send, StreamChunks::new(recv, t.udp.clone())))
+        let mut c = Client::on_quic(ep, conn, send, StreamChunks::new(recv, t.udp.clone()));
+        c.qlog = trace;
+        Ok(c)
     }
 
     /// A client on a QUIC connection's stream.
     fn on_quic(ep: quinn::Endpoint, conn: quinn::Connection, send: quinn::SendStream, recv: StreamChunks) -> Client {
-        Client { core: Core::new(), rd: Reader::Quic(recv), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None, response_timeout: None, zero_rtt: resume::ZeroRtt::NotTried, last_stream: 0 }
+        Client { core: Core::new(), rd: Reader::Quic(recv), wr: Writer::Quic(send), quic: Some((ep, conn)), chained: Default::default(), broken: None, response_timeout: None, zero_rtt: resume::ZeroRtt::NotTried, last_stream: 0, qlog: None }
+    }
+
+    /// The QUIC connection's congestion window, RTTs, packets sent and
+    /// lost and path MTU now ([`smbq_quictrace::Figures`]); none over TCP.
+    pub fn quic_figures(&self) -> Option<smbq_quictrace::Figures> {
+        self.quic.as_ref().map(|(_, conn)| smbq_quictrace::Figures::of(conn))
+    }
+
+    /// Where the connection's qlog trace is written, if it has one.
+    pub fn qlog_path(&self) -> Option<&std::path::Path> {
+        self.qlog.as_ref().map(|t| t.path())
     }
 
     /// One message, framed (MS-SMB2 2.1), on the control stream.
@@ -668,11 +690,12 @@ fn handshake_error(e: quinn::ConnectionError) -> ClientError {
 
 /// A client QUIC endpoint for `t`: TLS 1.3, ALPN "smb", its windows.
 pub fn quic_endpoint(t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError> {
-    quic_endpoint_with(t, |_| {})
+    quic_endpoint_for(t, client_config(t, |_| {})?)
 }
 
-/// [`quic_endpoint`], its TLS configuration changed by `adjust` first.
-pub(crate) fn quic_endpoint_with(t: &QuicTarget<'_>, adjust: impl FnOnce(&mut rustls::ClientConfig)) -> Result<quinn::Endpoint, ClientError> {
+/// The client configuration for `t` ([`quic_endpoint`]'s), its TLS
+/// configuration changed by `adjust` first.
+pub(crate) fn client_config(t: &QuicTarget<'_>, adjust: impl FnOnce(&mut rustls::ClientConfig)) -> Result<quinn::ClientConfig, ClientError> {
     let provider = Arc::new(smbq_crypto::tls_provider());
     let b = rustls::ClientConfig::builder_with_provider(provider).with_protocol_versions(&[&rustls::version::TLS13]).map_err(|e| ClientError::Quic(e.to_string()))?;
     let b = match &t.verifier {
@@ -687,6 +710,13 @@ pub(crate) fn quic_endpoint_with(t: &QuicTarget<'_>, adjust: impl FnOnce(&mut ru
     adjust(&mut tls);
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| ClientError::Quic(e.to_string()))?;
     let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
+    cfg.transport_config(Arc::new(transport_config(t)));
+    Ok(cfg)
+}
+
+/// The transport configuration for `t`: windows, MTU discovery's bound,
+/// congestion controller, ACK frequency.
+fn transport_config(t: &QuicTarget<'_>) -> quinn::TransportConfig {
     let mut transport = quinn::TransportConfig::default();
     transport.stream_receive_window(quinn::VarInt::from_u32(t.receive_window));
     transport.receive_window(quinn::VarInt::from_u32(t.receive_window.saturating_mul(2)));
@@ -696,7 +726,11 @@ pub(crate) fn quic_endpoint_with(t: &QuicTarget<'_>, adjust: impl FnOnce(&mut ru
     transport.mtu_discovery_config(Some(mtu));
     transport.congestion_controller_factory(t.congestion.factory());
     transport.ack_frequency_config(Some(smbq_udp::ack_frequency()));
-    cfg.transport_config(Arc::new(transport));
+    transport
+}
+
+/// An endpoint for `t` whose connections use `cfg` unless told otherwise.
+pub(crate) fn quic_endpoint_for(t: &QuicTarget<'_>, cfg: quinn::ClientConfig) -> Result<quinn::Endpoint, ClientError> {
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
     let mut ec = quinn::EndpointConfig::default();
     let _ = ec.max_udp_payload_size(t.max_udp_payload.max(1200));
@@ -704,6 +738,33 @@ pub(crate) fn quic_endpoint_with(t: &QuicTarget<'_>, adjust: impl FnOnce(&mut ru
     let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_udp::Runtime { counters: t.udp.clone(), no_gso: t.no_gso }))?;
     ep.set_default_client_config(cfg);
     Ok(ep)
+}
+
+/// Start connecting to `t` through `ep` with `cfg`; with
+/// [`QuicTarget::qlog_dir`], on a copy of `cfg` (the same TLS configuration
+/// and session cache) whose transport configuration writes the
+/// connection's qlog trace, returned with it.
+pub(crate) fn connecting(ep: &quinn::Endpoint, cfg: &quinn::ClientConfig, t: &QuicTarget<'_>) -> Result<(quinn::Connecting, Option<smbq_quictrace::qlog::Trace>), ClientError> {
+    let mut cfg = cfg.clone();
+    let mut trace = None;
+    if let Some(dir) = &t.qlog_dir {
+        let (tr, stream) = smbq_quictrace::qlog::Trace::create(dir, smbq_quictrace::qlog::Role::Client, t.addr)
+            .map_err(|e| ClientError::Usage(format!("cannot write a qlog trace in {}: {e}", dir.display())))?;
+        let mut transport = transport_config(t);
+        transport.qlog_stream(Some(stream));
+        cfg.transport_config(Arc::new(transport));
+        trace = Some(tr);
+    }
+    let c = ep.connect_with(cfg, t.addr, t.server_name).map_err(|e| ClientError::Quic(e.to_string()))?;
+    Ok((c, trace))
+}
+
+/// The connection `trace` is for is there: its addresses and ALPN go in.
+pub(crate) fn started(trace: &mut Option<smbq_quictrace::qlog::Trace>, ep: &quinn::Endpoint, conn: &quinn::Connection) {
+    if let Some(t) = trace {
+        let alpn = conn.handshake_data().and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok()).and_then(|h| h.protocol);
+        t.started(conn, ep.local_addr().ok(), alpn.as_deref());
+    }
 }
 
 /// Credits a READ/WRITE of `len` bytes costs (MS-SMB2 3.1.5.2).

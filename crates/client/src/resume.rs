@@ -34,7 +34,9 @@ pub const ALPN_TICKETS: &[u8] = b"smbq-tickets";
 /// the address and name.
 #[derive(Default)]
 pub struct Resumption {
-    endpoint: Mutex<Option<quinn::Endpoint>>,
+    /// The endpoint and its client configuration (whose TLS configuration
+    /// holds the session cache; a traced connection uses a copy of it).
+    endpoint: Mutex<Option<(quinn::Endpoint, quinn::ClientConfig)>>,
 }
 
 impl std::fmt::Debug for Resumption {
@@ -69,33 +71,36 @@ impl ZeroRtt {
 }
 
 impl Resumption {
-    /// The endpoint, made for `t` the first time.
-    fn endpoint(&self, t: &QuicTarget<'_>) -> Result<quinn::Endpoint, ClientError> {
+    /// The endpoint and its client configuration, made for `t` the first time.
+    fn endpoint(&self, t: &QuicTarget<'_>) -> Result<(quinn::Endpoint, quinn::ClientConfig), ClientError> {
         let mut kept = self.endpoint.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(ep) = kept.as_ref() {
-            return Ok(ep.clone());
+        if let Some(made) = kept.as_ref() {
+            return Ok(made.clone());
         }
-        let ep = crate::quic_endpoint_with(t, |tls| {
+        let cfg = crate::client_config(t, |tls| {
             tls.alpn_protocols.push(ALPN_TICKETS.to_vec());
             tls.enable_early_data = true;
         })?;
-        *kept = Some(ep.clone());
-        Ok(ep)
+        let ep = crate::quic_endpoint_for(t, cfg.clone())?;
+        *kept = Some((ep.clone(), cfg.clone()));
+        Ok((ep, cfg))
     }
 }
 
 /// Connect to `t` through `r`: in 0-RTT if the cache has a ticket for the
 /// server, else with a full handshake (which brings tickets for next time).
 pub(crate) async fn connect(t: QuicTarget<'_>, r: &Resumption) -> Result<Client, ClientError> {
-    let ep = r.endpoint(&t)?;
-    let connecting = ep.connect(t.addr, t.server_name).map_err(|e| ClientError::Quic(e.to_string()))?;
+    let (ep, cfg) = r.endpoint(&t)?;
+    let (connecting, mut trace) = crate::connecting(&ep, &cfg, &t)?;
     let (conn, zero_rtt) = match connecting.into_0rtt() {
         Ok((conn, accepted)) => (conn, ZeroRtt::Pending(accepted, t.udp.clone())),
         Err(connecting) => (connecting.await.map_err(crate::handshake_error)?, ZeroRtt::NotTried),
     };
+    crate::started(&mut trace, &ep, &conn);
     let (send, recv) = conn.open_bi().await.map_err(|e| ClientError::Quic(e.to_string()))?;
     let mut c = Client::on_quic(ep, conn, send, StreamChunks::new(recv, t.udp.clone()));
     c.zero_rtt = zero_rtt;
+    c.qlog = trace;
     Ok(c)
 }
 

@@ -39,10 +39,29 @@ pub mod names {
     pub const RECEIVED_BYTES: &str = "smbq_received_bytes_total";
     /// Counter, label `transport`: SMB message bytes sent (likewise).
     pub const SENT_BYTES: &str = "smbq_sent_bytes_total";
-    /// Histogram: QUIC path RTT samples (smbq-transport), in seconds.
+    // The QUIC path and congestion control figures below are sampled per
+    // connection at its start, every 10 s and at its end, without a
+    // connection label (smbq-transport's `quic::path_metrics` says why).
+    /// Histogram: smoothed RTT samples (RFC 9002 5.3), in seconds.
     pub const QUIC_RTT: &str = "smbq_quic_rtt_seconds";
-    /// Counter: QUIC packets lost (smbq-transport).
+    /// Histogram: minimum RTT samples, in seconds.
+    pub const QUIC_MIN_RTT: &str = "smbq_quic_min_rtt_seconds";
+    /// Histogram: congestion window samples, in bytes.
+    pub const QUIC_CWND: &str = "smbq_quic_cwnd_bytes";
+    /// Histogram: pacing rate samples, bits/s (from controllers that give
+    /// one; quinn's CUBIC and NewReno do not).
+    pub const QUIC_PACING_RATE: &str = "smbq_quic_pacing_rate_bits_per_second";
+    /// Counter: QUIC packets sent (MTU probes included).
+    pub const QUIC_SENT_PACKETS: &str = "smbq_quic_sent_packets_total";
+    /// Counter: QUIC packets lost (MTU probes not included); their frames
+    /// are what quinn sends again, so this is also the count of packets
+    /// whose content was retransmitted.
     pub const QUIC_LOST_PACKETS: &str = "smbq_quic_lost_packets_total";
+    /// Counter: bytes of the QUIC packets lost.
+    pub const QUIC_LOST_BYTES: &str = "smbq_quic_lost_bytes_total";
+    /// Counter: congestion events (the controller cut its window for loss
+    /// or ECN marks).
+    pub const QUIC_CONGESTION_EVENTS: &str = "smbq_quic_congestion_events_total";
     /// Counter: QUIC connections that resumed a TLS session with 0-RTT
     /// data accepted (smbq-transport, docs/zero-rtt.md).
     pub const QUIC_0RTT_ACCEPTED: &str = "smbq_quic_0rtt_accepted_total";

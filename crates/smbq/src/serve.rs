@@ -78,10 +78,20 @@ pub struct ServeArgs {
     /// smbq_request_duration_seconds{command}, smbq_errors_total{status},
     /// smbq_read_bytes_total, smbq_written_bytes_total,
     /// smbq_received_bytes_total{transport}, smbq_sent_bytes_total{transport},
-    /// smbq_quic_rtt_seconds, smbq_quic_lost_packets_total, smbq_quic_migrations_total,
-    /// smbq_certificate_expiry_timestamp_seconds.
+    /// smbq_quic_rtt_seconds (smoothed), smbq_quic_min_rtt_seconds, smbq_quic_cwnd_bytes,
+    /// smbq_quic_pacing_rate_bits_per_second, smbq_quic_sent_packets_total,
+    /// smbq_quic_lost_packets_total, smbq_quic_lost_bytes_total, smbq_quic_congestion_events_total,
+    /// smbq_quic_migrations_total, smbq_certificate_expiry_timestamp_seconds.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,
+    /// Write a qlog trace of each QUIC connection into DIR (made if missing), one JSON-SEQ file
+    /// per connection (server-MILLIS-PEER-PID-N.sqlog, for qvis): every packet sent, received
+    /// and lost, the congestion window, pacing rate, bytes in flight and RTTs as they change,
+    /// and the connection's start and end with its final figures; at most 64 MiB of packet
+    /// events per file. For diagnosis: it costs a JSON record per packet.
+    /// The environment variable SMBQ_QLOG_DIR=DIR does the same (for the client too).
+    #[arg(long, value_name = "DIR")]
+    qlog_dir: Option<PathBuf>,
     #[command(flatten)]
     acme: Box<crate::acme::AcmeArgs>,
 }
@@ -115,6 +125,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // (smbq_udp::listen_mtu_upper_bound says why not per peer).
         let ip = args.quic.or(file.quic).map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
         quic_opts.max_udp_payload = smbq_udp::listen_mtu_upper_bound(ip);
+    }
+    quic_opts.qlog = args.qlog_dir.clone().or_else(smbq_quictrace::qlog::dir_from_env).map(quic::Qlog::new);
+    if let Some(q) = &quic_opts.qlog {
+        eprintln!("qlog traces of QUIC connections in {}", q.dir.display());
     }
     let metrics = args.metrics.or(file.metrics);
     if let Some(addr) = metrics {

@@ -12,7 +12,12 @@
 //!
 //! Clients that ask get TLS session tickets and may send their NEGOTIATE
 //! as 0-RTT data on their next connection ([`zero_rtt`], docs/zero-rtt.md).
+//!
+//! Each connection's path and congestion figures feed the `smbq_quic_*`
+//! metrics ([`path_metrics`]), and with [`QuicOptions::qlog`] each
+//! connection writes a qlog trace ([`smbq_quictrace::qlog`]).
 
+pub mod path_metrics;
 pub mod zero_rtt;
 
 use crate::{serve_framed, FrameWriter, Hooks, QuicStreams, Source, SEND_TIMEOUT};
@@ -20,7 +25,8 @@ use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
 pub use smbq_udp::{reuseport::MAX_ENDPOINTS, Congestion};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -63,6 +69,39 @@ pub struct QuicOptions {
     /// The most streams one connection may use under smbq's multi-stream
     /// extension (`docs/multistream.md`); 1 turns the extension off.
     pub max_streams: u16,
+    /// Write a qlog trace of each connection into a directory
+    /// (`smbq serve --qlog-dir`, `SMBQ_QLOG_DIR`).
+    pub qlog: Option<Qlog>,
+}
+
+/// Where [`QuicOptions::qlog`] writes its traces. A trace needs a
+/// transport configuration of the connection's own (quinn-proto writes
+/// into the qlog stream the configuration holds), so such a connection is
+/// accepted with a copy of the endpoints' server configuration, which
+/// [`endpoints`] leaves here for [`serve`].
+#[derive(Clone, Debug)]
+pub struct Qlog {
+    pub dir: PathBuf,
+    server_config: Arc<Mutex<Option<quinn::ServerConfig>>>,
+}
+
+impl Qlog {
+    pub fn new(dir: PathBuf) -> Qlog {
+        Qlog { dir, server_config: Arc::default() }
+    }
+
+    /// The server configuration for one traced connection from `peer`
+    /// and its trace; none (a warning logged) if the file cannot be made.
+    fn connection(&self, opts: &QuicOptions, peer: SocketAddr) -> Option<(Arc<quinn::ServerConfig>, smbq_quictrace::qlog::Trace)> {
+        let mut sc = self.server_config.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let (trace, stream) = smbq_quictrace::qlog::Trace::create(&self.dir, smbq_quictrace::qlog::Role::Server, peer)
+            .map_err(|e| warn!(dir = %self.dir.display(), error = %e, "cannot write a qlog trace"))
+            .ok()?;
+        let mut t = transport_config(opts);
+        t.qlog_stream(Some(stream));
+        sc.transport = Arc::new(t);
+        Some((Arc::new(sc), trace))
+    }
 }
 
 /// Streams per connection under the multi-stream extension, by default,
@@ -87,6 +126,7 @@ impl Default for QuicOptions {
             endpoints: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
             no_gso: false,
             max_streams: DEFAULT_MAX_STREAMS,
+            qlog: None,
         }
     }
 }
@@ -118,6 +158,9 @@ pub fn endpoints(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions
     sc.migration(true);
     let n = opts.endpoints.max(1);
     let sockets = smbq_udp::reuseport::sockets(addr, opts.udp_buffer, n)?;
+    if let Some(q) = &opts.qlog {
+        *q.server_config.lock().unwrap_or_else(|p| p.into_inner()) = Some(sc.clone());
+    }
     let runtime = Arc::new(smbq_udp::Runtime { counters: opts.udp.clone(), no_gso: opts.no_gso });
     sockets
         .into_iter()
@@ -152,6 +195,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    let port = endpoint.local_addr().map_or(0, |a| a.port());
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
@@ -162,7 +206,7 @@ pub async fn serve(
                         incoming.refuse();
                         continue;
                     }
-                    tokio::spawn(connection(incoming, server.clone(), opts.clone()));
+                    tokio::spawn(connection(incoming, port, server.clone(), opts.clone()));
                 }
                 None => break,
             }
@@ -172,10 +216,17 @@ pub async fn serve(
     info!("quic listener closed");
 }
 
-async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOptions) {
+/// One connection from its first packet to its end; `port`: the endpoint's.
+async fn connection(incoming: quinn::Incoming, port: u16, server: Arc<Server>, opts: QuicOptions) {
     let peer = incoming.remote_address();
     let local = incoming.local_ip().map(|ip| SocketAddr::new(ip, 0));
-    let Some((conn, handshake)) = handshake(incoming, peer, opts.handshake_timeout).await else { return };
+    // Dropped with this task: a trace's end is written however it ends.
+    let (config, mut trace) = opts.qlog.as_ref().and_then(|q| q.connection(&opts, peer)).unzip();
+    let Some((conn, handshake)) = handshake(incoming, config, peer, opts.handshake_timeout).await else { return };
+    if let Some(t) = &mut trace {
+        let alpn = conn.handshake_data().and_then(|d| d.downcast::<zero_rtt::Handshake>().ok()).and_then(|h| h.protocol);
+        t.started(&conn, local.map(|l| SocketAddr::new(l.ip(), port)), alpn.as_deref());
+    }
     let (send, recv) = match tokio::time::timeout(opts.handshake_timeout, conn.accept_bi()).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -193,7 +244,7 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     let opened = conn.clone();
     let hooks = Hooks { on_logon: Some(Box::new(move || opened.set_receive_window(window))), on_streams: None };
     if server.metrics.is_some() {
-        tokio::spawn(sample_path(conn.clone()));
+        tokio::spawn(path_metrics::sample(conn.clone()));
     }
     tokio::spawn(crate::quic_path::watch(conn.clone()));
     // Until the handshake is complete only a first NEGOTIATE may run
@@ -202,19 +253,27 @@ async fn connection(incoming: quinn::Incoming, server: Arc<Server>, opts: QuicOp
     let source = Source::Quic(stream, conn.clone(), handshake);
     serve_framed(source, FrameWriter::Quic(QuicStreams::new(send)), info, server, opts.send_timeout, hooks).await;
     conn.close(VarInt::from_u32(0), b"");
+    if let Some(t) = &mut trace {
+        t.end();
+    }
 }
 
-/// Accept `incoming` as a 0-RTT connection (RFC 9001 4.6): streams the
+/// Accept `incoming` (with `config`, if the connection has one of its own)
+/// as a 0-RTT connection (RFC 9001 4.6): streams the
 /// client opened in its early data can be read before the handshake is
 /// complete, and what the server sends then goes as 0.5-RTT data. Returns
 /// the connection and a future that resolves when the handshake is done:
 /// true if it completed, false if it failed or timed out (the connection
 /// is closed then). None if the connection failed before its ClientHello
 /// was read.
-async fn handshake(incoming: quinn::Incoming, peer: SocketAddr, timeout: Duration) -> Option<(quinn::Connection, Settled)> {
+async fn handshake(incoming: quinn::Incoming, config: Option<Arc<quinn::ServerConfig>>, peer: SocketAddr, timeout: Duration) -> Option<(quinn::Connection, Settled)> {
     let deadline = tokio::time::Instant::now() + timeout;
     let failed = |e: &dyn std::fmt::Display| info!(%peer, error = %e, "QUIC handshake failed");
-    let mut connecting = incoming.accept().map_err(|e| failed(&e)).ok()?;
+    let accepted = match config {
+        Some(c) => incoming.accept_with(c),
+        None => incoming.accept(),
+    };
+    let mut connecting = accepted.map_err(|e| failed(&e)).ok()?;
     // The ClientHello has been read once the handshake data is there: it
     // says whether the early data was accepted (zero_rtt::Handshake).
     match tokio::time::timeout_at(deadline, connecting.handshake_data()).await {
@@ -275,31 +334,4 @@ pub(crate) type Settled = tokio::sync::watch::Receiver<Option<bool>>;
 /// True once the handshake completed, false if it failed.
 pub(crate) async fn settled(mut rx: Settled) -> bool {
     rx.wait_for(Option::is_some).await.ok().and_then(|v| *v).unwrap_or(false)
-}
-
-/// How often [`sample_path`] samples a connection.
-const PATH_SAMPLE: Duration = Duration::from_secs(10);
-
-/// Record the connection's path RTT and packets lost into the metrics
-/// (smbq_server::metrics): when it starts, every [`PATH_SAMPLE`], and
-/// when it ends.
-async fn sample_path(conn: quinn::Connection) {
-    use smbq_server::metrics::names;
-    let rtt = metrics::histogram!(names::QUIC_RTT);
-    let lost = metrics::counter!(names::QUIC_LOST_PACKETS);
-    let mut counted = 0;
-    let mut tick = tokio::time::interval(PATH_SAMPLE);
-    loop {
-        let end = tokio::select! {
-            _ = conn.closed() => true,
-            _ = tick.tick() => false,
-        };
-        rtt.record(conn.rtt().as_secs_f64());
-        let now_lost = conn.stats().path.lost_packets;
-        lost.increment(now_lost.saturating_sub(counted));
-        counted = now_lost;
-        if end {
-            return;
-        }
-    }
 }

@@ -56,6 +56,9 @@ pub struct ConnectArgs {
     /// QUIC streams to use where the server agrees to smbq's multi-stream extension (docs/multistream.md): one per open file, large reads and writes striped over them. 1: one stream, as Windows and Samba.
     #[arg(long, default_value_t = smbq_client::connect::DEFAULT_QUIC_STREAMS, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub quic_streams: u16,
+    /// Write a qlog trace of each QUIC connection into DIR (client-MILLIS-PEER-PID-N.sqlog, JSON-SEQ: packets, congestion window, RTTs, the connection's end with its figures; see smbq serve --help). Default: SMBQ_QLOG_DIR.
+    #[arg(long, value_name = "DIR")]
+    pub qlog_dir: Option<PathBuf>,
 }
 
 /// Exit codes a script can act on.
@@ -135,6 +138,7 @@ impl ConnectArgs {
             encrypt: self.encrypt,
             posix: self.posix,
             quic_streams: self.quic_streams,
+            qlog_dir: self.qlog_dir.clone().or_else(smbq_quictrace::qlog::dir_from_env),
             ..ConnectOptions::default()
         })
     }

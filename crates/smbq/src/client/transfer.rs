@@ -84,6 +84,15 @@ struct Summary {
     /// Of those, how many got their file back by reclaiming its durable
     /// handle (the rest opened it again by name).
     reclaimed: u64,
+    /// Over QUIC, the (first) connection's congestion control at the end
+    /// of the transfer (`smbq_quictrace::Figures::json`): `cwnd_bytes`,
+    /// `ssthresh_bytes` and `pacing_rate_bps` (null when the controller
+    /// has none), `min_rtt_ms`, `srtt_ms`, `packets_sent`,
+    /// `packets_lost`, `packets_retransmitted` (the lost ones: quinn
+    /// resends their frames), `lost_bytes`, `congestion_events`, and `mtu`,
+    /// the UDP payload path MTU discovery reached. With -r and several
+    /// jobs, the other connections are not in it. Null over TCP.
+    quic: Option<serde_json::Value>,
 }
 
 /// What [`recover`] did in this process, for the summary: a transfer
@@ -121,7 +130,7 @@ where
     let workers = t.jobs.clamp(1, 32).min(n.max(1) as usize);
     let mut tasks = tokio::task::JoinSet::new();
     let mut first = Some(first);
-    for _ in 0..workers {
+    for worker in 0..workers {
         let share = match first.take() {
             Some(s) => s,
             None => {
@@ -135,7 +144,12 @@ where
             let mut share = share;
             let mut skipped = 0;
             loop {
-                let Some(job) = queue.lock().map_err(|_| anyhow::anyhow!("worker panicked"))?.pop() else { return Ok::<u64, anyhow::Error>(skipped) };
+                let Some(job) = queue.lock().map_err(|_| anyhow::anyhow!("worker panicked"))?.pop() else {
+                    // The figures of the connection in use at the end (a
+                    // reconnect replaces it).
+                    let quic = share.session.client.quic_figures();
+                    return Ok::<_, anyhow::Error>((worker, skipped, quic));
+                };
                 let what = job.remote.clone();
                 let (s, r) = one(share, job, pb.clone(), resume).await;
                 share = s;
@@ -143,13 +157,17 @@ where
             }
         });
     }
-    let mut skipped = 0;
+    let (mut skipped, mut quic) = (0, None);
     while let Some(r) = tasks.join_next().await {
-        skipped += r??;
+        let (worker, s, figures) = r??;
+        skipped += s;
+        if worker == 0 {
+            quic = figures.map(|f| f.json());
+        }
     }
     pb.finish_and_clear();
     let (reconnects, reclaimed) = (RECONNECTS.load(Ordering::Relaxed), RECLAIMED.load(Ordering::Relaxed));
-    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport, streams, reconnects, reclaimed })
+    report(t, Summary { files: n, bytes: total - skipped, skipped_bytes: skipped, seconds: started.elapsed().as_secs_f64(), transport, streams, reconnects, reclaimed, quic })
 }
 
 pub async fn get(a: GetArgs) -> anyhow::Result<()> {
