@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -118,12 +119,34 @@ def test_get_and_put_large_file_byte_exact(peer: Peer, tmp_path: Path):
     # Our client offers smbq's multi-stream extension (docs/multistream.md)
     # on every transport; only smbq over QUIC agrees (smbd ignores it).
     assert summary["streams"] == (4 if peer.transport == "quic" else 1)
+    check_quic_figures(summary, peer.transport, sent_at_least=size // 65507)
     assert sha256_file(peer.srv.share_dir / "big.bin") == digest
     src.unlink()
     back = tmp_path / "back.bin"
     summary = json.loads(peer.run("get", "--json", peer.url("big.bin"), str(back)).stdout)
     assert summary["bytes"] == size
+    # The server sends the data now; the client, its ACKs and requests.
+    check_quic_figures(summary, peer.transport, sent_at_least=10)
     assert sha256_file(back) == digest
+
+
+def check_quic_figures(summary: dict, transport: str, sent_at_least: int):
+    """The `quic` object of a --json summary: the connection's congestion
+    control at the end of the transfer over QUIC, null over TCP."""
+    if transport != "quic":
+        assert summary["quic"] is None, summary
+        return
+    q = summary["quic"]
+    assert set(q) >= {"cwnd_bytes", "pacing_rate_bps", "min_rtt_ms", "srtt_ms", "packets_sent", "packets_lost",
+                      "packets_retransmitted", "mtu"}, q
+    assert q["cwnd_bytes"] >= 2400, q
+    # The default controller (smbq's) paces; quinn's CUBIC would give null.
+    assert q["pacing_rate_bps"] is None or q["pacing_rate_bps"] > 0, q
+    assert 0 < q["min_rtt_ms"] < 1000 and q["min_rtt_ms"] <= q["srtt_ms"] < 1000, q
+    assert q["packets_sent"] >= sent_at_least, q
+    assert 0 <= q["packets_lost"] <= q["packets_sent"] and q["packets_retransmitted"] == q["packets_lost"], q
+    # Loopback: MTU discovery goes beyond Ethernet's 1452 bytes.
+    assert 1452 < q["mtu"] <= 65507, q
 
 
 def photo_sizes(n: int, seed: int = 1) -> list[int]:
@@ -224,6 +247,62 @@ def test_auto_says_which_transport_it_used(start_server):
     r = subprocess.run([str(servers.smbq_bin()), "ls", "--transport", "auto", f"smb://{srv.user}@127.0.0.1:{srv.port}/{srv.share}"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "connected over TCP" in r.stderr, r.stderr
+
+
+def qlog_records(path: Path) -> list[dict]:
+    """A JSON-SEQ file's records (RFC 7464: RS, one JSON object, newline), each checked to parse."""
+    out = []
+    for n, line in enumerate(path.read_bytes().split(b"\n")):
+        if line:
+            assert line[:1] == b"\x1e", f"{path}:{n + 1}: no RS"
+            out.append(json.loads(line[1:]))
+    return out
+
+
+def test_qlog_traces_on_request(start_server, tmp_path: Path):
+    """SMBQ_QLOG_DIR for the client, --qlog-dir for the server: one qlog
+    file per QUIC connection at each end, quinn-proto's events (packets,
+    recovery:metrics_updated) between our start and end events."""
+    server_dir, client_dir = tmp_path / "server-qlog", tmp_path / "client-qlog"
+    srv = start_server("smbq", "enc", serve_args=("--qlog-dir", str(server_dir)))
+    peer = Peer(srv, "quic")
+    peer.env["SMBQ_QLOG_DIR"] = str(client_dir)
+    src = tmp_path / "traced.bin"
+    random_file(src, 8 << 20)
+    summary = json.loads(peer.run("put", "--json", str(src), peer.url("traced.bin")).stdout)
+    [client_file] = list(client_dir.glob("client-*.sqlog"))
+    client = qlog_records(client_file)
+
+    def check(records: list[dict], role: str) -> dict:
+        assert records[0]["qlog_format"] == "JSON-SEQ" and records[0]["title"] == f"smbq {role}", records[0]
+        names = [r.get("name") for r in records]
+        [start] = [r for r in records if r.get("name") == "connectivity:connection_started"]
+        assert start["data"]["alpn"] == "smb" and start["data"]["dst_port"] == srv.quic_port, start
+        assert names.count("transport:packet_sent") > 10 and "transport:packet_received" in names
+        metrics = [r["data"] for r in records if r.get("name") == "recovery:metrics_updated"]
+        assert any(m.get("congestion_window", 0) > 0 for m in metrics), metrics[:3]
+        assert any("smoothed_rtt" in m and "min_rtt" in m for m in metrics)
+        [end] = [r for r in records if r.get("name") == "connectivity:connection_closed"]
+        assert end["time"] >= start["time"]
+        f = end["data"]["figures"]
+        assert f["cwnd_bytes"] > 0 and f["packets_sent"] > 10 and f["srtt_ms"] > 0, f
+        return end
+
+    end = check(client, "client")
+    # The end event's figures are the ones --json reported (taken a moment earlier).
+    assert end["data"]["figures"]["packets_sent"] >= summary["quic"]["packets_sent"]
+    assert end["data"]["udp_tx"]["bytes"] > 8 << 20
+    # The server's trace ends when the client's connection does.
+    deadline = time.monotonic() + 30
+    while True:
+        files = list(server_dir.glob("server-*.sqlog"))
+        server = qlog_records(files[0]) if len(files) == 1 else []
+        if any(r.get("name") == "connectivity:connection_closed" for r in server):
+            break
+        assert time.monotonic() < deadline, f"no end in the server's trace: {files}"
+        time.sleep(0.1)
+    end = check(server, "server")
+    assert end["data"]["udp_rx"]["bytes"] > 8 << 20
 
 
 class CuttingProxy:

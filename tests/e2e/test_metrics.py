@@ -1,6 +1,6 @@
 """`smbq serve --metrics ADDR:PORT`: Prometheus text at /metrics, scraped during and after a transfer with a
-known number of bytes (smbprotocol over TCP), a failed open, and a QUIC
-connection of our own client."""
+known number of bytes (smbprotocol over TCP), a failed open, and QUIC
+connections of our own client (a listing, then a transfer)."""
 
 from __future__ import annotations
 
@@ -134,6 +134,31 @@ def test_metrics_count_a_transfer_errors_and_quic(start_server, tmp_path: Path):
     assert 0 < get(quic, "smbq_quic_rtt_seconds_sum") < 1
     assert get(quic, "smbq_received_bytes_total", transport="quic") > 0
     assert get(quic, "smbq_requests_total", command="QUERY_DIRECTORY") >= 1
+
+    # A QUIC transfer by our client: the path and congestion control
+    # figures, sampled per connection at its start, every 10 s and at its
+    # end, as histograms (no connection label) and counters.
+    src = tmp_path / "up.bin"
+    src.write_bytes(os.urandom(4 << 20))
+    r = subprocess.run([str(servers.smbq_bin()), "put", "--json", "--transport", "quic", "--fingerprint", fingerprint(cert),
+                        str(src), f"{url}/up.bin"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # (A connection's sample goes into one series after another: wait for all.)
+    histograms = ("smbq_quic_rtt_seconds", "smbq_quic_min_rtt_seconds", "smbq_quic_cwnd_bytes",
+                  # The default controller (smbq's) gives a pacing rate.
+                  "smbq_quic_pacing_rate_bits_per_second")
+    up = wait_for(mport, lambda m: all(get(m, f"{h}_count") >= 2 for h in histograms), "samples of both QUIC connections")
+    assert get(up, "smbq_connections_accepted_total", transport="quic") == 2
+    samples = get(up, "smbq_quic_cwnd_bytes_count")
+    # Every sample has a window of at least the minimum (2 packets of 1200 bytes).
+    assert get(up, "smbq_quic_cwnd_bytes_sum") >= samples * 2400
+    assert get(up, "smbq_quic_cwnd_bytes_bucket", le="+Inf") == samples
+    assert 0 < get(up, "smbq_quic_min_rtt_seconds_sum") < 1
+    assert get(up, "smbq_quic_pacing_rate_bits_per_second_sum") > 0
+    assert get(up, "smbq_quic_sent_packets_total") >= 2 * 3, "at least a handshake's packets per connection"
+    for counter in ("smbq_quic_lost_packets_total", "smbq_quic_lost_bytes_total", "smbq_quic_congestion_events_total"):
+        assert (counter, frozenset()) in up, counter
     print(f"written {written} read {read} writes {writes} reads {reads}; "
-          f"quic rtt samples {get(quic, 'smbq_quic_rtt_seconds_count')} sum {get(quic, 'smbq_quic_rtt_seconds_sum')}; "
-          f"lost {get(quic, 'smbq_quic_lost_packets_total')}; not_after {int(not_after.timestamp())}")
+          f"quic rtt samples {get(up, 'smbq_quic_rtt_seconds_count')} sum {get(up, 'smbq_quic_rtt_seconds_sum')}; "
+          f"cwnd sum {get(up, 'smbq_quic_cwnd_bytes_sum')}; sent {get(up, 'smbq_quic_sent_packets_total')}; "
+          f"lost {get(up, 'smbq_quic_lost_packets_total')}; not_after {int(not_after.timestamp())}")
