@@ -11,7 +11,9 @@ use std::time::Duration;
 pub enum EncryptPolicy {
     /// Unencrypted requests are refused with ACCESS_DENIED (MS-SMB2 3.3.5.2.11).
     Required,
-    /// Ask capable clients to encrypt (ENCRYPT_DATA); others may still connect.
+    /// Ask capable clients to encrypt (ENCRYPT_DATA) but over a QUIC whose
+    /// TLS the server trusts (`allow_transport_security`); others may still
+    /// connect.
     #[default]
     Desired,
     Off,
@@ -206,8 +208,10 @@ pub struct ServerConfig {
     pub signing_required: bool,
     /// Global policy applied to sessions (shares can only tighten it).
     pub encrypt: EncryptPolicy,
-    /// Accept SMB2_TRANSPORT_CAPABILITIES' ACCEPT_TRANSPORT_LEVEL_SECURITY on
-    /// QUIC (then QUIC's TLS protects the data and SMB does not encrypt).
+    /// Trust QUIC's TLS in place of SMB encryption: accept
+    /// SMB2_TRANSPORT_CAPABILITIES' ACCEPT_TRANSPORT_LEVEL_SECURITY on QUIC,
+    /// and do not ask clients over QUIC for the encryption `encrypt =
+    /// desired` asks for (cmd::session_setup::session_encrypts).
     pub allow_transport_security: bool,
     /// The addresses clients may open further channels to, as
     /// FSCTL_QUERY_NETWORK_INTERFACE_INFO lists them (the transport finds

@@ -117,6 +117,12 @@ impl Pair {
 
     /// Send one request (signed/sealed as the session needs); every frame it brings.
     fn request(&mut self, command: Command, body: &[u8]) -> Vec<Vec<u8>> {
+        let m = self.protected(command, body);
+        self.raw(m).expect("connection stays up")
+    }
+
+    /// A request sealed (the session encrypts) or signed (it has a key).
+    fn protected(&mut self, command: Command, body: &[u8]) -> Vec<u8> {
         let mut m = self.message(command, body);
         if let Some((seal, _)) = &self.seal {
             let mut buf = vec![0u8; 52];
@@ -127,7 +133,26 @@ impl Pair {
             m[16..20].copy_from_slice(&(flags::SIGNED).to_le_bytes());
             s.sign(&mut m);
         }
-        self.raw(m).expect("connection stays up")
+        m
+    }
+
+    /// Re-authenticate session `self.session_id` (MS-SMB2 3.3.5.5.2), each
+    /// SESSION_SETUP signed or sealed as the session's other requests, as
+    /// Samba's client sends them; the final status.
+    fn reauth(&mut self, user: &str, password: &str) -> NtStatus {
+        let mut auth = ClientAuth::new(user, "", password, 133_000_000_000_000_000).with_randomness([1; 8], [2; 16]);
+        let mut token = auth.step(None).unwrap().unwrap();
+        loop {
+            let mut m = vec![0u8; HEADER_LEN];
+            smbq_wire::session_setup::encode_request(&mut m, 0, 1, &token);
+            let (h, r) = self.call(Command::SESSION_SETUP, &m[HEADER_LEN..]);
+            if NtStatus(h.status) != NtStatus::MORE_PROCESSING_REQUIRED {
+                return NtStatus(h.status);
+            }
+            let off = u16::from_le_bytes([r[68], r[69]]) as usize;
+            let len = u16::from_le_bytes([r[70], r[71]]) as usize;
+            token = auth.step(Some(&r[off..off + len])).unwrap().unwrap();
+        }
     }
 
     /// What the connection sends after acting on its notices (`now`).
@@ -1101,4 +1126,84 @@ fn pool_conversation(encrypt: smbq_server::EncryptPolicy) {
     assert_eq!((NtStatus(h.status), h.message_id), (NtStatus::CANCELLED, flush_id));
     p.conn.handle_job_done(job.run());
     assert!(p.drain().is_empty());
+}
+
+/// A pair on a server `config` adjusts, over `transport` (QUIC: TLS 1.3,
+/// `secure`, as the QUIC transport reports it).
+fn pair_over(transport: TransportKind, config: impl FnOnce(&mut ServerConfig)) -> Pair {
+    let dir = tempfile::tempdir().unwrap();
+    let mut users = UserDb::new();
+    users.add("alice", "secret");
+    let mut c = ServerConfig::default();
+    c.limits.failed_logon_delay_ms = 0;
+    c.shares.push(ShareConfig::new("share", dir.path()));
+    config(&mut c);
+    let srv = Arc::new(Server::new(c, users).unwrap());
+    let info = TransportInfo { kind: transport, secure: transport == TransportKind::Quic, ..info() };
+    let mut p = Pair::new();
+    p.conn = Connection::new(srv, info, Instant::now());
+    p._dir = dir;
+    p
+}
+
+/// MS-SMB2 3.3.5.5.3: whether a session asks its client to encrypt
+/// (SMB2_SESSION_FLAG_ENCRYPT_DATA). Encryption the server only desires
+/// is left to QUIC's TLS when the server trusts it, even for a client that
+/// offered no SMB2_TRANSPORT_CAPABILITIES (as Samba's with its default
+/// `client smb encryption over quic = yes`); required encryption is not.
+#[test]
+fn desired_encryption_is_left_to_a_trusted_quic_transport() {
+    use smbq_server::EncryptPolicy::{Desired, Off, Required};
+    use TransportKind::{Quic, Tcp};
+    for (transport, policy, trust_quic, sealed) in [
+        (Quic, Desired, true, false),
+        (Tcp, Desired, true, true),
+        (Quic, Desired, false, true),
+        (Quic, Required, true, true),
+        (Tcp, Required, true, true),
+        (Quic, Off, true, false),
+    ] {
+        let mut p = pair_over(transport, |c| {
+            c.encrypt = policy;
+            c.allow_transport_security = trust_quic;
+        });
+        assert_eq!(p.login("alice", "secret"), NtStatus::SUCCESS);
+        let what = format!("{transport:?}, encrypt {policy:?}, transport security allowed: {trust_quic}");
+        assert_eq!(p.seal.is_some(), sealed, "ENCRYPT_DATA on a session over {what}");
+        assert_eq!(p.tree_connect("share"), NtStatus::SUCCESS, "{what}");
+        assert_eq!(p.create("f.txt", READ | WRITE, OPEN_IF).0, NtStatus::SUCCESS, "{what}");
+    }
+}
+
+/// smbtorture smb2.session.reauth6 over QUIC on smbq's defaults (encryption
+/// desired): a re-authentication with a wrong password fails with
+/// LOGON_FAILURE and ends the session (MS-SMB2 3.3.5.5.3); the session did
+/// not encrypt, so the next request, signed, gets USER_SESSION_DELETED and
+/// the connection stays up.
+#[test]
+fn failed_reauth_over_quic_on_defaults_deletes_the_session_not_the_connection() {
+    let mut p = pair_over(TransportKind::Quic, |_| {});
+    assert_eq!(p.login("alice", "secret"), NtStatus::SUCCESS);
+    assert!(p.seal.is_none(), "QUIC encrypts; the session does not ask for SMB encryption");
+    assert_eq!(p.tree_connect("share"), NtStatus::SUCCESS);
+    assert_eq!(p.create("reauth6.dat", READ | WRITE, CREATE).0, NtStatus::SUCCESS);
+    assert_eq!(p.reauth("alice", "secretcorrupt"), NtStatus::LOGON_FAILURE);
+    assert_eq!(p.create("reauth6.dat", READ, OPEN).0, NtStatus::USER_SESSION_DELETED);
+    let (h, _) = p.call(Command::ECHO, &echo_body());
+    assert_eq!(NtStatus(h.status), NtStatus::SUCCESS, "the connection is still up");
+}
+
+/// The same over TCP, where the session encrypts: the next request is
+/// sealed for a session that is gone, and the server disconnects
+/// (MS-SMB2 3.3.5.2.1.1), which smbtorture's reauth6 expects of an
+/// encrypted session (NT_STATUS_CONNECTION_DISCONNECTED).
+#[test]
+fn failed_reauth_of_an_encrypted_session_then_a_sealed_request_disconnects() {
+    let mut p = pair_over(TransportKind::Tcp, |_| {});
+    assert_eq!(p.login("alice", "secret"), NtStatus::SUCCESS);
+    assert!(p.seal.is_some(), "desired encryption is asked for over TCP");
+    assert_eq!(p.tree_connect("share"), NtStatus::SUCCESS);
+    assert_eq!(p.reauth("alice", "secretcorrupt"), NtStatus::LOGON_FAILURE);
+    let m = p.protected(Command::CREATE, &create_body("reauth6.dat", READ, OPEN, 0));
+    assert!(matches!(p.raw(m), Err(Fatal::PeerMisbehaved(_))), "a sealed request for a deleted session ends the connection");
 }

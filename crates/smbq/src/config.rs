@@ -35,7 +35,7 @@
 //! dead_peer_secs = 120         # a peer gone without a FIN is dropped by then
 //! memory_budget = 1073741824   # unhandled request bytes of all connections
 //! [quic_options]
-//! transport_security = true    # accept SMB2_TRANSPORT_CAPABILITIES: no SMB encryption inside QUIC
+//! transport_security = true    # trust QUIC's TLS: no SMB encryption inside QUIC (SMB2_TRANSPORT_CAPABILITIES; encrypt = desired)
 //! idle_timeout_secs = 120
 //! keep_alive_secs = 15         # 0 = off
 //! stream_window = 67108864
