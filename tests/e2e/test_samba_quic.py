@@ -45,10 +45,38 @@ GET_MIB = 64 if QUICK else 256
 PUT_MIB = 16
 NAME = "smbq-quic.test"
 CONFIG = f'san = ["{NAME}"]\n'
-# The smbtorture suites compared over QUIC and TCP (137 subtests pass over
-# each). Not smb2.setinfo: its one subtest fails over both, as with 4.17.
+# The smbtorture suites compared over QUIC and TCP. Not smb2.setinfo: its
+# one subtest fails over both, as with 4.17.
 CORE_SUITES = ["smb2.connect", "smb2.read", "smb2.rw", "smb2.getinfo", "smb2.lock", "smb2.compound",
                "smb2.credits", "smb2.ioctl", "smb2.session"]
+# The security modes (servers.py) they are compared in: "sign" (signing, no
+# SMB encryption), "desired" (smbq's default: SMB encryption asked for over
+# TCP, left to QUIC's TLS over QUIC) and "enc" (the tests' default:
+# encryption required, SMB encryption inside QUIC too). Subtests passed over
+# TCP and QUIC: 160 and 160 in "sign", 139 and 159 in "desired", 139 and 138
+# in "enc". With encryption smbtorture skips 14 subtests, and 7 fail over
+# TCP, 6 of them because a sealed request on a session that is gone ends the
+# connection (MS-SMB2 3.3.5.2.1.1; smbd 4.17 does the same) where they want
+# USER_SESSION_DELETED.
+TORTURE_MODES = ["sign", "desired", "enc"]
+# Not compared: suites that pass nothing over TCP in a mode. smb2.connect's
+# one subtest sends a LOGOFF on a session it logged off and wants
+# USER_SESSION_DELETED; encrypted, it gets a disconnect (as from smbd 4.17).
+NOTHING_OVER_TCP = {("desired", "smb2.connect"), ("enc", "smb2.connect")}
+TORTURE_RUNS = [pytest.param(mode, suite, id=f"{mode}-{suite}")
+                for mode in TORTURE_MODES for suite in CORE_SUITES if (mode, suite) not in NOTHING_OVER_TCP]
+# (mode, subtest) -> (what smbtorture reports over QUIC, why): the only
+# subtests that may pass over TCP and fail over QUIC, and only so.
+QUIC_ONLY_FAILURES = {
+    ("enc", "smb2.session.reauth6"): (
+        "status was NT_STATUS_UNSUCCESSFUL, expected NT_STATUS_CONNECTION_DISCONNECTED",
+        "a failed re-authentication ends the session (MS-SMB2 3.3.5.5.3); the session encrypts, so the "
+        "test's next request is sealed for a session that is gone and the server disconnects "
+        "(3.3.5.2.1.1), as the test expects. Over QUIC Samba 4.24's client (ngtcp2, "
+        "source4/lib/tls/tls_tstream.c) keeps the negative ngtcp2 error ngtcp2_conn_read_pkt() returns "
+        "for the server's CONNECTION_CLOSE as the errno, which maps to NT_STATUS_UNSUCCESSFUL instead of "
+        "NT_STATUS_CONNECTION_DISCONNECTED; with encryption required the session must encrypt"),
+}
 
 pytestmark = pytest.mark.skipif(not (TRIXIE / ".smbq-ready").exists(),
                                 reason=f"no trixie chroot with Samba 4.24 at {TRIXIE} (scripts/install-deps)")
@@ -165,14 +193,15 @@ def test_smb_encryption_inside_quic_only_when_the_client_asks(start_server, jail
         assert "transport_security=false" in sessions[0] and "encrypt=true" in sessions[0], sessions[0]
 
 
-@pytest.mark.parametrize("suite", CORE_SUITES)
-def test_smbtorture_passes_as_much_over_quic_as_over_tcp(start_server, jail, suite):
+@pytest.mark.parametrize(("mode", "suite"), TORTURE_RUNS)
+def test_smbtorture_passes_as_much_over_quic_as_over_tcp(start_server, jail, mode, suite):
     """Samba 4.24's smbtorture, the same binary and server, once over TCP
-    and once over QUIC."""
-    server = _start(start_server, "sign")
+    and once over QUIC: what passes over TCP passes over QUIC, in each
+    mode, but for QUIC_ONLY_FAILURES."""
+    server = _start(start_server, mode)
     outside, inside = jail
     shutil.copy(_cert(server), outside / "ca.pem")
-    passed = {}
+    passed, details = {}, {}
     for transport in ("tcp", "quic"):
         argv = _in_chroot("smbtorture", "--format=subunit", "--fullname", f"//{NAME}/{server.share}",
                           "-p", str(server.port), "-U", f"{server.user}%{server.password}",
@@ -182,7 +211,13 @@ def test_smbtorture_passes_as_much_over_quic_as_over_tcp(start_server, jail, sui
         text = (r.stdout + r.stderr).decode("utf-8", "replace")
         results = torture.parse(text)
         passed[transport] = sorted(t.name for t in results if t.outcome == "success")
-        print(f"\n{suite} over {transport}: {len(passed[transport])} of {len(results)} passed")
+        details[transport] = {t.name: t.detail for t in results}
+        print(f"\n{suite} ({mode}) over {transport}: {len(passed[transport])} of {len(results)} passed")
     assert passed["tcp"], f"{suite} passed nothing over TCP"
     missing = sorted(set(passed["tcp"]) - set(passed["quic"]))
-    assert not missing, f"{suite}: pass over TCP but not over QUIC: {missing}"
+    listed = {name: why for (m, name), why in QUIC_ONLY_FAILURES.items() if m == mode and name.startswith(suite + ".")}
+    excused = [n for n in missing if n in listed and listed[n][0] in details["quic"].get(n, "")]
+    unexplained = [n for n in missing if n not in excused]
+    assert not unexplained, f"{suite} ({mode}): pass over TCP but not over QUIC: {unexplained}"
+    stale = sorted(set(listed) - set(excused))
+    assert not stale, f"{suite} ({mode}): QUIC_ONLY_FAILURES lists {stale}, which did not fail over QUIC only as it says"
