@@ -93,6 +93,7 @@ pub(crate) async fn sample(conn: quinn::Connection) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
