@@ -189,6 +189,9 @@ pub struct Connection {
     accepted_0rtt: bool,
     /// Whether the idle timer should be reset the next time an ack-eliciting packet is transmitted.
     permit_idle_reset: bool,
+    /// Packets were tracked in this `poll_transmit` and the loss detection timer is yet to be
+    /// armed for them (smbq)
+    loss_timer_pending: bool,
     /// Negotiated idle timeout
     idle_timeout: Option<Duration>,
     /// The time we send next bundled ACK
@@ -321,6 +324,7 @@ impl Connection {
             next_crypto: None,
             accepted_0rtt: false,
             permit_idle_reset: true,
+            loss_timer_pending: false,
             idle_timeout: match config.max_idle_timeout {
                 None | Some(VarInt(0)) => None,
                 Some(dur) => Some(Duration::from_millis(dur.0)),
@@ -459,6 +463,21 @@ impl Connection {
     /// single Transmit using GSO. This must be at least 1.
     #[must_use]
     pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        max_datagrams: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let transmit = self.poll_transmit_inner(now, max_datagrams, buf);
+        // smbq: the loss detection timer is armed once for the packets built here, not once per
+        // packet (its deadline depends on the last one, sent at `now` like the others)
+        if mem::take(&mut self.loss_timer_pending) {
+            self.set_loss_detection_timer(now);
+        }
+        transmit
+    }
+
+    fn poll_transmit_inner(
         &mut self,
         now: Instant,
         max_datagrams: usize,
