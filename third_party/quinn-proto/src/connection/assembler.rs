@@ -1,6 +1,6 @@
 use std::{
     cmp::{Ordering, max},
-    collections::{BinaryHeap, binary_heap::PeekMut},
+    collections::{BinaryHeap, VecDeque, binary_heap::PeekMut},
     mem,
 };
 
@@ -13,6 +13,10 @@ use crate::range_set::RangeSet;
 pub(super) struct Assembler {
     state: State,
     data: BinaryHeap<Buffer>,
+    /// smbq: chunks that arrived in order, each starting where the one before it ends, read
+    /// from the front without the heap's sifting (ordered mode only; the heap holds the others,
+    /// and a read takes whichever of the two fronts the heap would have popped first)
+    seq: VecDeque<Buffer>,
     /// Total number of buffered bytes, including duplicates in ordered mode.
     buffered: usize,
     /// Estimated number of allocated bytes, will never be less than `buffered`.
@@ -32,9 +36,12 @@ impl Assembler {
     /// Reset to the initial state
     pub(super) fn reinit(&mut self) {
         let old_data = mem::take(&mut self.data);
+        let old_seq = mem::take(&mut self.seq);
         *self = Self::default();
         self.data = old_data;
         self.data.clear();
+        self.seq = old_seq;
+        self.seq.clear();
     }
 
     pub(super) fn ensure_ordering(&mut self, ordered: bool) -> Result<(), IllegalOrderedRead> {
@@ -42,6 +49,7 @@ impl Assembler {
             return Err(IllegalOrderedRead);
         } else if !ordered && self.state.is_ordered() {
             // Enter unordered mode
+            self.data.extend(self.seq.drain(..));
             if !self.data.is_empty() {
                 // Get rid of possible duplicates
                 self.defragment();
@@ -59,42 +67,78 @@ impl Assembler {
     /// Get the the next chunk
     pub(super) fn read(&mut self, max_length: usize, ordered: bool) -> Option<Chunk> {
         loop {
-            let mut chunk = self.data.peek_mut()?;
-
-            if ordered {
-                if chunk.offset > self.bytes_read {
-                    // Next chunk is after current read index
-                    return None;
-                } else if (chunk.offset + chunk.bytes.len() as u64) <= self.bytes_read {
-                    // Next chunk is useless as the read index is beyond its end
-                    self.buffered -= chunk.bytes.len();
-                    self.allocated -= chunk.allocation_size;
+            // smbq: the next chunk is the front of `seq` or the heap's top, whichever the heap
+            // would pop first (lower offset, then longer)
+            let from_seq = match (self.seq.front(), self.data.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(s), Some(h)) => s >= h,
+            };
+            if from_seq {
+                let chunk = self.seq.front_mut().unwrap();
+                let step = read_step(
+                    chunk,
+                    &mut self.bytes_read,
+                    &mut self.buffered,
+                    &mut self.allocated,
+                    max_length,
+                    ordered,
+                );
+                return match step {
+                    ReadStep::Stop => None,
+                    ReadStep::Discard => {
+                        self.seq.pop_front();
+                        continue;
+                    }
+                    ReadStep::Split(chunk) => Some(chunk),
+                    ReadStep::Whole => {
+                        let chunk = self.seq.pop_front().unwrap();
+                        Some(Chunk::new(chunk.offset, chunk.bytes))
+                    }
+                };
+            }
+            let mut chunk = self.data.peek_mut().unwrap();
+            let step = read_step(
+                &mut chunk,
+                &mut self.bytes_read,
+                &mut self.buffered,
+                &mut self.allocated,
+                max_length,
+                ordered,
+            );
+            return match step {
+                ReadStep::Stop => None,
+                ReadStep::Discard => {
                     PeekMut::pop(chunk);
                     continue;
                 }
-
-                // Determine `start` and `len` of the slice of useful data in chunk
-                let start = (self.bytes_read - chunk.offset) as usize;
-                if start > 0 {
-                    chunk.bytes.advance(start);
-                    chunk.offset += start as u64;
-                    self.buffered -= start;
+                ReadStep::Split(chunk) => Some(chunk),
+                ReadStep::Whole => {
+                    let chunk = PeekMut::pop(chunk);
+                    Some(Chunk::new(chunk.offset, chunk.bytes))
                 }
-            }
+            };
+        }
+    }
 
-            return Some(if max_length < chunk.bytes.len() {
-                self.bytes_read += max_length as u64;
-                let offset = chunk.offset;
-                chunk.offset += max_length as u64;
-                self.buffered -= max_length;
-                Chunk::new(offset, chunk.bytes.split_to(max_length))
-            } else {
-                self.bytes_read += chunk.bytes.len() as u64;
-                self.buffered -= chunk.bytes.len();
-                self.allocated -= chunk.allocation_size;
-                let chunk = PeekMut::pop(chunk);
-                Chunk::new(chunk.offset, chunk.bytes)
-            });
+    /// Number of chunks held
+    fn chunks(&self) -> usize {
+        self.data.len() + self.seq.len()
+    }
+
+    /// Buffer a chunk: at the back of `seq` when it continues it (or starts it while the heap is
+    /// empty) in ordered mode, else in the heap
+    fn push(&mut self, buffer: Buffer) {
+        let in_order = self.state.is_ordered()
+            && match self.seq.back() {
+                Some(last) => last.offset + last.bytes.len() as u64 == buffer.offset,
+                None => self.data.is_empty(),
+            };
+        if in_order {
+            self.seq.push_back(buffer);
+        } else {
+            self.data.push(buffer);
         }
     }
 
@@ -105,6 +149,7 @@ impl Assembler {
     fn defragment(&mut self) {
         // Chunks smaller than min_chunk_size are merged regardless of fragmentation
         let min_chunk_size = max(self.buffered.div_ceil(MAX_CHUNKS), MIN_RETAINED_CHUNK_SIZE);
+        self.data.extend(self.seq.drain(..));
         let new = BinaryHeap::with_capacity(self.data.len());
         let old = mem::replace(&mut self.data, new);
         let mut buffers = old.into_sorted_vec();
@@ -195,7 +240,7 @@ impl Assembler {
             let buffer = Buffer::new(offset, bytes, allocation_size);
             self.buffered += buffer.bytes.len();
             self.allocated += buffer.allocation_size;
-            self.data.push(buffer);
+            self.push(buffer);
         }
         // `self.buffered` also counts duplicate bytes, therefore we use
         // `self.end - self.bytes_read` as an upper bound of buffered unique
@@ -212,10 +257,10 @@ impl Assembler {
         // balance between defragmentation overhead and over-allocation.
         let threshold = 32768.max(buffered * 3 / 2);
         // Small gapped frames hold over-allocation below the threshold, so bound the count too.
-        if over_allocation > threshold || self.data.len() > COMPACT_THRESHOLD {
+        if over_allocation > threshold || self.chunks() > COMPACT_THRESHOLD {
             self.defragment();
             // ngtcp2 uses a threshold of 4000 -- try to be a little more conservative?
-            if self.data.len() > MAX_CHUNKS {
+            if self.chunks() > MAX_CHUNKS {
                 return Err(TooManyChunks);
             }
         }
@@ -231,8 +276,63 @@ impl Assembler {
     /// Discard all buffered data
     pub(super) fn clear(&mut self) {
         self.data.clear();
+        self.seq.clear();
         self.buffered = 0;
         self.allocated = 0;
+    }
+}
+
+/// What `read` does with the next chunk (smbq: shared by the heap and `seq`)
+enum ReadStep {
+    /// The chunk lies beyond the read index: nothing to read
+    Stop,
+    /// The chunk lies wholly before the read index: drop it and look at the next
+    Discard,
+    /// A prefix of the chunk was split off and is returned; the rest stays
+    Split(Chunk),
+    /// The whole chunk is returned
+    Whole,
+}
+
+fn read_step(
+    chunk: &mut Buffer,
+    bytes_read: &mut u64,
+    buffered: &mut usize,
+    allocated: &mut usize,
+    max_length: usize,
+    ordered: bool,
+) -> ReadStep {
+    if ordered {
+        if chunk.offset > *bytes_read {
+            // Next chunk is after current read index
+            return ReadStep::Stop;
+        } else if (chunk.offset + chunk.bytes.len() as u64) <= *bytes_read {
+            // Next chunk is useless as the read index is beyond its end
+            *buffered -= chunk.bytes.len();
+            *allocated -= chunk.allocation_size;
+            return ReadStep::Discard;
+        }
+
+        // Determine `start` and `len` of the slice of useful data in chunk
+        let start = (*bytes_read - chunk.offset) as usize;
+        if start > 0 {
+            chunk.bytes.advance(start);
+            chunk.offset += start as u64;
+            *buffered -= start;
+        }
+    }
+
+    if max_length < chunk.bytes.len() {
+        *bytes_read += max_length as u64;
+        let offset = chunk.offset;
+        chunk.offset += max_length as u64;
+        *buffered -= max_length;
+        ReadStep::Split(Chunk::new(offset, chunk.bytes.split_to(max_length)))
+    } else {
+        *bytes_read += chunk.bytes.len() as u64;
+        *buffered -= chunk.bytes.len();
+        *allocated -= chunk.allocation_size;
+        ReadStep::Whole
     }
 }
 
@@ -658,16 +758,16 @@ mod test {
     fn ordered_eager_discard() {
         let mut x = Assembler::new();
         x.insert(0, Bytes::from_static(b"abc"), 3).unwrap();
-        assert_eq!(x.data.len(), 1);
+        assert_eq!(x.chunks(), 1);
         assert_eq!(
             x.read(usize::MAX, true),
             Some(Chunk::new(0, Bytes::from_static(b"abc")))
         );
         x.insert(0, Bytes::from_static(b"ab"), 2).unwrap();
-        assert_eq!(x.data.len(), 0);
+        assert_eq!(x.chunks(), 0);
         x.insert(2, Bytes::from_static(b"cd"), 2).unwrap();
         assert_eq!(
-            x.data.peek(),
+            x.seq.front().or(x.data.peek()),
             Some(&Buffer::new(3, Bytes::from_static(b"d"), 2))
         );
     }
@@ -713,7 +813,7 @@ mod test {
         // chunks to stay within MAX_CHUNKS
         x.insert(offset, Bytes::from_static(b"x"), 1).unwrap();
         x.defragment();
-        assert!(x.data.len() <= MAX_CHUNKS);
+        assert!(x.chunks() <= MAX_CHUNKS);
     }
 
     #[test]
@@ -733,9 +833,9 @@ mod test {
         }
         assert_matches!(result, Err(TooManyChunks));
         assert!(
-            x.data.len() <= COMPACT_THRESHOLD + 1,
+            x.chunks() <= COMPACT_THRESHOLD + 1,
             "chunk count {} exceeded the bound",
-            x.data.len()
+            x.chunks()
         );
     }
 
@@ -751,9 +851,9 @@ mod test {
         for k in 0..(4 * MAX_CHUNKS as u64) {
             x.insert(top - k - 1, Bytes::from_static(b"ab"), 2).unwrap();
             assert!(
-                x.data.len() <= COMPACT_THRESHOLD + 1,
+                x.chunks() <= COMPACT_THRESHOLD + 1,
                 "chunk count {} exceeded the bound at k={k}",
-                x.data.len()
+                x.chunks()
             );
         }
     }
@@ -767,15 +867,15 @@ mod test {
         for i in 0..MAX_CHUNKS as u64 {
             x.insert(1 + i * 4, Bytes::from_static(b"abc"), 3).unwrap();
         }
-        let mut max_len = x.data.len();
+        let mut max_len = x.chunks();
         for _ in 0..(3 * MAX_CHUNKS) {
             x.insert(1, Bytes::from_static(b"abc"), 3)
                 .expect("duplicate flood must not be rejected");
-            max_len = max_len.max(x.data.len());
+            max_len = max_len.max(x.chunks());
             assert!(
-                x.data.len() <= COMPACT_THRESHOLD + 1,
+                x.chunks() <= COMPACT_THRESHOLD + 1,
                 "chunk count {} exceeded the bound",
-                x.data.len()
+                x.chunks()
             );
         }
         // Compacting on every frame would pin the count at `MAX_CHUNKS`.
