@@ -50,8 +50,42 @@ struct Packet {
     done: bool,
 }
 
+/// A loss-based competitor, standing in for Linux's CUBIC at these
+/// windows: slow start, then one packet per round trip, times 0.7 (CUBIC's
+/// beta) at most once a round trip on loss.
+struct Reno {
+    cwnd: u64,
+    ssthresh: u64,
+    /// Losses of packets sent before this are part of the last event.
+    recovery_start: Option<Instant>,
+}
+
+impl Reno {
+    fn on_ack(&mut self, sent: Instant, bytes: u64) {
+        if self.recovery_start.is_some_and(|r| sent < r) {
+            return;
+        }
+        if self.cwnd < self.ssthresh {
+            self.cwnd += bytes;
+        } else {
+            self.cwnd += MTU * bytes / self.cwnd;
+        }
+    }
+
+    fn on_loss(&mut self, now: Instant, sent: Instant) {
+        if self.recovery_start.is_some_and(|r| sent < r) {
+            return;
+        }
+        self.recovery_start = Some(now);
+        self.cwnd = (self.cwnd * 7 / 10).max(2 * MTU);
+        self.ssthresh = self.cwnd;
+    }
+}
+
 struct Flow {
     model: Model,
+    /// When set, this flow is a loss-based competitor and `model` idles.
+    reno: Option<Reno>,
     /// Bytes the application still has to send (None: unlimited).
     remaining: Option<u64>,
     outstanding: VecDeque<Packet>,
@@ -71,6 +105,12 @@ struct Flow {
     per_second: Vec<u64>,
 }
 
+impl Flow {
+    fn window(&self) -> u64 {
+        self.reno.as_ref().map_or_else(|| self.model.window(), |r| r.cwnd)
+    }
+}
+
 struct Sim {
     path: PathConfig,
     start: Instant,
@@ -88,6 +128,7 @@ impl Sim {
         let start = Instant::now();
         let flow = || Flow {
             model: Model::new(MTU as u16),
+            reno: None,
             remaining: None,
             outstanding: VecDeque::new(),
             next_pn: 0,
@@ -138,7 +179,7 @@ impl Sim {
     /// delayed ACK, or time out.
     fn next_own_event(&self, f: usize) -> Option<Instant> {
         let fl = &self.flows[f];
-        let can_send = fl.remaining != Some(0) && fl.in_flight + MTU <= fl.model.window();
+        let can_send = fl.remaining != Some(0) && fl.in_flight + MTU <= fl.window();
         let send = can_send.then(|| fl.next_send.max(self.now));
         let flush = fl.held.first().map(|&(_, t)| t + Duration::from_millis(1));
         let pto = (fl.in_flight > 0).then(|| fl.last_progress + self.pto(f));
@@ -218,7 +259,7 @@ impl Sim {
         }
         fl.model.on_sent(now, MTU);
         if let Some(srtt) = fl.srtt {
-            let rate = fl.model.window() as f64 * 1.25 / srtt.as_secs_f64();
+            let rate = fl.window() as f64 * 1.25 / srtt.as_secs_f64();
             fl.next_send = now.max(fl.next_send) + Duration::from_secs_f64(MTU as f64 / rate);
         }
         let mut dropped = dropped_by_loss || blackout;
@@ -277,7 +318,10 @@ impl Sim {
             fl.delivered += MTU;
             let srtt = fl.srtt.unwrap_or(now - p.sent);
             let sent = p.sent;
-            fl.model.on_ack(now, sent, MTU, srtt);
+            match &mut fl.reno {
+                Some(r) => r.on_ack(sent, MTU),
+                None => fl.model.on_ack(now, sent, MTU, srtt),
+            }
         }
         let Some((largest, largest_sent)) = largest else { return };
         let sample = now - largest_sent;
@@ -302,7 +346,10 @@ impl Sim {
         if let Some((first, last)) = span {
             fl.in_flight -= lost;
             fl.lost_packets += lost / MTU;
-            fl.model.on_loss(now, last, lost, last - first > 3 * pto_base);
+            match &mut fl.reno {
+                Some(r) => r.on_loss(now, last),
+                None => fl.model.on_loss(now, last, lost, last - first > 3 * pto_base),
+            }
         }
         while fl.outstanding.front().is_some_and(|p| p.done) {
             fl.outstanding.pop_front();
@@ -440,4 +487,19 @@ fn stretched_acks_do_not_starve_the_sender() {
     sim.run(Duration::from_secs(3));
     let goodput = sim.goodput(0, 1, 3) / path.rate as f64;
     assert!(goodput > 0.9, "goodput {goodput:.2} with an ACK per 8 packets");
+}
+
+#[test]
+fn beside_a_loss_based_flow_neither_starves() {
+    // Issue 33's fairness point: 100 Mbit/s, a queue of one BDP, 20 ms one
+    // way, beside one loss-based flow, for 30 s.
+    let path = PathConfig::new(20, 0.0, 100);
+    let mut sim = Sim::new(path, 2);
+    sim.flows[1].reno = Some(Reno { cwnd: 10 * MTU, ssthresh: u64::MAX, recovery_start: None });
+    sim.run(Duration::from_secs(30));
+    let ours = sim.goodput(0, 0, 30);
+    let theirs = sim.goodput(1, 0, 30);
+    let share = ours / (ours + theirs);
+    assert!((1.0 / 3.0..=2.0 / 3.0).contains(&share), "our share {share:.2}");
+    assert!((ours + theirs) / path.rate as f64 > 0.9, "the link is used");
 }
