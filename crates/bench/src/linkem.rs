@@ -356,7 +356,7 @@ impl Link {
             if lift {
                 self.set(LinkParams { queue_bytes: p.queue_bytes, ..LinkParams::default() });
             }
-            let r = self.tcp_bulk(None, Duration::from_secs(2));
+            let r = self.tcp_bulk(None, Duration::from_secs(2), None);
             if lift {
                 self.set(p);
             }
@@ -504,14 +504,23 @@ impl Link {
     }
 
     /// TCP bulk transfer client to server, `bytes` long or for `time`;
-    /// the receiver's rate from first byte to end, bits/s.
-    pub fn tcp_bulk(&self, bytes: Option<u64>, time: Duration) -> anyhow::Result<f64> {
+    /// the receiver's rate from first byte to end, bits/s. The sender uses
+    /// the `congestion` control named (TCP_CONGESTION, e.g. "cubic"), or
+    /// the namespace's default.
+    pub fn tcp_bulk(&self, bytes: Option<u64>, time: Duration, congestion: Option<&str>) -> anyhow::Result<f64> {
         let sa = self.server_addr;
         let listener = self.in_ns(&self.server_ns, move || TcpListener::bind((sa, 0)))??;
         let to: SocketAddr = listener.local_addr()?;
         // The namespace's one route (the link's /24) picks the client
         // address.
         let mut client = self.in_ns(&self.client_ns, move || TcpStream::connect_timeout(&to, Duration::from_secs(5)))??;
+        if let Some(cc) = congestion {
+            // SAFETY: a valid socket and a buffer of the length given.
+            let r = unsafe { libc::setsockopt(client.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as libc::socklen_t) };
+            if r != 0 {
+                bail!("TCP_CONGESTION {cc}: {}", std::io::Error::last_os_error());
+            }
+        }
         let (mut conn, _) = listener.accept()?;
         let reader = std::thread::Builder::new().name("linkem-bulk".into()).spawn(move || {
             let mut buf = vec![0u8; 1 << 20];
@@ -1255,7 +1264,7 @@ mod tests {
         }
         let rate = 100_000_000;
         let link = Link::start(LinkParams { rate_bps: Some(rate), queue_bytes: 256 << 10, ..LinkParams::default() })?;
-        let bps = link.tcp_bulk(Some(6 << 20), Duration::ZERO)?;
+        let bps = link.tcp_bulk(Some(6 << 20), Duration::ZERO, None)?;
         eprintln!("TCP through 100 Mbit/s: {:.1} Mbit/s\n{}", bps / 1e6, link.stats());
         assert!(bps >= 0.8 * rate as f64 && bps <= 1.0 * rate as f64, "{bps} bit/s");
         // A UDP blast far above the rate overflows the queue.

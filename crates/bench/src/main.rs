@@ -18,6 +18,7 @@
 
 mod ceilings;
 mod compare;
+mod fairness;
 mod linkem;
 mod migration;
 mod packets;
@@ -84,8 +85,8 @@ struct Args {
     /// the other.
     #[arg(long)]
     veth_mtu: Option<u32>,
-    /// quinn's congestion controller, both sides: cubic, bbr or newreno.
-    #[arg(long, default_value = "cubic")]
+    /// The congestion controller, both sides: smbq (ours), cubic, bbr or newreno.
+    #[arg(long, default_value = "smbq")]
     congestion: smbq_udp::Congestion,
     /// Both quinn sides send as if the kernel had no UDP GSO: a batch goes
     /// out with one sendmmsg(2) instead of one GSO sendmsg(2).

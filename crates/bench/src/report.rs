@@ -67,7 +67,7 @@ pub fn write(results: &Results, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// The scenarios of BENCHMARKS.md, in report order, with their titles.
-const SCENARIOS: [(&str, &str); 8] = [
+const SCENARIOS: [(&str, &str); 9] = [
     ("S1", "single-seq"),
     ("S1v", "single-seq between two namespaces over a veth pair"),
     ("S2", "single-rand"),
@@ -75,12 +75,14 @@ const SCENARIOS: [(&str, &str); 8] = [
     ("S4", "file groups over a degraded link"),
     ("S5", "connection phases"),
     ("S5m", "a transfer across an address change"),
+    ("F", "fairness beside a TCP CUBIC flow"),
     ("S6", "scale"),
 ];
 
 /// Rows of every table, in this order; other systems follow by name.
-const SYSTEMS: [&str; 9] = [
+const SYSTEMS: [&str; 10] = [
     "smbq-quic",
+    "smbq-quic-cubic",
     "smbq-quic-ms",
     "smbq-tcp-enc",
     "samba-tcp-enc",
@@ -564,6 +566,7 @@ fn headlines(r: &Results) -> Vec<Headline> {
     let at = [("delay_ms", 25.0), ("loss_pct", 5.0)];
     for case in ["group1-upload", "group1-download"] {
         add(format!("S4 {case} at 25 ms, 5% loss: smbq-quic ÷ scp"), "S4", case, "smbq-quic", "scp", &at, "seconds");
+        add(format!("S4 {case} at 25 ms, 5% loss: smbq's controller ÷ CUBIC (smbq-quic ÷ smbq-quic-cubic)"), "S4", case, "smbq-quic", "smbq-quic-cubic", &at, "seconds");
         // smbq's multi-stream extension (docs/multistream.md): a stream per file.
         add(format!("S4 {case} at 25 ms, 5% loss: several streams ÷ one (smbq-quic-ms ÷ smbq-quic)"), "S4", case, "smbq-quic-ms", "smbq-quic", &at, "seconds");
         add(format!("S4 {case} at 25 ms, 5% loss: several streams ÷ scp (smbq-quic-ms ÷ scp)"), "S4", case, "smbq-quic-ms", "scp", &at, "seconds");
@@ -587,6 +590,11 @@ fn headlines(r: &Results) -> Vec<Headline> {
             &[("delay_ms", 20.0)],
             "ttfb_ms",
         );
+        // smbq's congestion controller against quinn's CUBIC it replaced, a
+        // fresh connection's whole read (issue 33: at most 1.1).
+        for d in [0.0, 20.0] {
+            add(format!("S5 {case} at {d} ms: smbq's controller ÷ CUBIC, transfer (smbq-quic ÷ smbq-quic-cubic)"), "S5", case, "smbq-quic", "smbq-quic-cubic", &[("delay_ms", d)], "transfer_ms");
+        }
         add(
             format!("S5 {case} at 20 ms: 0-RTT reconnect ÷ TCP, first byte (smbq-quic-0rtt ÷ smbq-tcp-enc)"),
             "S5",

@@ -52,8 +52,9 @@ pub struct SuiteArgs {
     #[arg(long)]
     full: bool,
     /// Scenarios to run; S5m (a read across the client's change of
-    /// address, migration.rs) only when named.
-    #[arg(long, value_delimiter = ',', default_value = "S1,S1v,S2,S3,S4,S5,S6")]
+    /// address, migration.rs) only when named; F is fairness beside a TCP
+    /// CUBIC flow (fairness.rs).
+    #[arg(long, value_delimiter = ',', default_value = "S1,S1v,S2,S3,S4,S5,S6,F")]
     scenarios: Vec<String>,
     /// Rows to run (default: all).
     #[arg(long, value_delimiter = ',')]
@@ -86,8 +87,8 @@ pub struct SuiteArgs {
     /// gets), e.g. `[quic_options] congestion = "bbr"`.
     #[arg(long)]
     smbq_config: Option<PathBuf>,
-    /// Congestion controller of our QUIC client: cubic, bbr or newreno.
-    #[arg(long, default_value = "cubic")]
+    /// Congestion controller of our QUIC client: smbq, cubic, bbr or newreno.
+    #[arg(long, default_value = "smbq")]
     quic_congestion: smbq_udp::Congestion,
 }
 
@@ -121,6 +122,8 @@ struct Plan {
     s5_delays: Vec<f64>,
     s5_sizes: Vec<u64>,
     s6_conns: Vec<usize>,
+    /// Seconds of scenario F (fairness.rs).
+    fair_secs: f64,
 }
 
 impl Plan {
@@ -141,6 +144,7 @@ impl Plan {
             s4_large: a.s4_large_mb.unwrap_or(if full { 1470 } else { 0 }) * 1_000_000,
             s5_delays: if full { vec![0.0, 10.0, 20.0, 50.0] } else { vec![0.0, 20.0] },
             s5_sizes: if full { vec![1 << 20, 100 << 20] } else { vec![1 << 20] },
+            fair_secs: if full { 30.0 } else { 10.0 },
             s6_conns: vec![1, 8, 64, 256],
         }
     }
@@ -159,6 +163,7 @@ impl Plan {
             ("s3".into(), json!("rw=randread|randwrite filesize=100k bs=4k nrfiles=16 iodepth=4")),
             ("s4".into(), json!(format!("group 1: {} photo-like files{}; points (delay ms, loss %) {:?}", self.s4_files, if self.s4_large > 0 { format!(", group 2: one {} MB file", self.s4_large / 1_000_000) } else { String::new() }, self.s4_points))),
             ("s5".into(), json!(format!("delays ms {:?}, files {:?} bytes", self.s5_delays, self.s5_sizes))),
+            ("f".into(), json!(format!("smbq-quic beside one TCP CUBIC flow, both uploads, {} s, 100 Mbit/s, 20 ms one way, a queue of one BDP", self.fair_secs))),
             ("s6".into(), json!(format!("connections {:?}, each randread bs=4k 16 files of 100k iodepth 4; idle: 256 connections", self.s6_conns))),
         ])
     }
@@ -228,7 +233,9 @@ pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
     let work = tempfile::Builder::new().prefix("smbq-suite-").tempdir_in(&parent)?;
     // smbd opens files as its Unix user, who must be able to pass through.
     std::fs::set_permissions(work.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    let want = |s: &str| a.systems.as_ref().is_none_or(|v| v.iter().any(|x| x == s));
+    // smbq-quic-cubic (the controller smbq's replaced, side by side) only
+    // when named.
+    let want = |s: &str| a.systems.as_ref().map_or(s != "smbq-quic-cubic", |v| v.iter().any(|x| x == s));
     let scenario = |s: &str| a.scenarios.iter().any(|x| x.eq_ignore_ascii_case(s));
     let mut book = Book { entries: Vec::new() };
     let mut progress = Progress { start: Instant::now(), done: 0 };
@@ -244,10 +251,10 @@ pub fn main(a: SuiteArgs) -> anyhow::Result<()> {
     if scenario("S1v") {
         over_veth(&plan, &parent, &want, &mut book, &mut progress);
     }
-    if scenario("S4") || scenario("S5") || scenario("S5m") {
+    if ["S4", "S5", "S5m", "F"].iter().any(|s| scenario(s)) {
         if let Err(e) = over_link(&plan, work.path(), a.smbq_config.as_deref(), &want, &scenario, &mut book, &mut progress, &mut link_checks) {
             eprintln!("the link scenarios stopped: {e:#}");
-            for s in ["S4", "S5", "S5m"].into_iter().filter(|s| scenario(s)) {
+            for s in ["S4", "S5", "S5m", "F"].into_iter().filter(|s| scenario(s)) {
                 book.fail(s, "all", "all", &[], &format!("failed: {e:#}"));
             }
         }
@@ -411,6 +418,13 @@ fn start(r: anyhow::Result<Server>) -> Result<Server, String> {
         eprintln!("{why}");
         why
     })
+}
+
+/// A config for `smbq serve` with quinn's CUBIC (the smbq-quic-cubic row).
+fn cubic_config(work: &Path) -> anyhow::Result<PathBuf> {
+    let p = work.join("cubic.toml");
+    std::fs::write(&p, "[quic_options]\ncongestion = \"cubic\"\n")?;
+    Ok(p)
 }
 
 fn server_of<'a>(system: &str, smbq: &'a Result<Server, String>, smbd: &'a Result<Server, String>) -> Result<&'a Server, String> {
@@ -645,7 +659,14 @@ fn over_link(
     checks.push(unimpaired);
     let at = Place { ip: IpAddr::V4(link.server_addr()), netns: Some(link.server_ns().to_string()), cpu: None };
     let smbq = if ["smbq-quic", "smbq-quic-ms", "smbq-tcp-enc"].iter().any(|s| want(s)) { start(peers::start_smbq(&work.join("link-smbq"), &at, smbq_config)) } else { Err("not asked for".into()) };
+    // The same server on quinn's CUBIC (smbq-quic-cubic), in the same run.
+    let smbq_cubic = if want("smbq-quic-cubic") {
+        start(cubic_config(work).and_then(|c| peers::start_smbq(&work.join("link-smbq-cubic"), &at, Some(&c))))
+    } else {
+        Err("not asked for".into())
+    };
     let smbd = if want("samba-tcp-enc") { start(peers::start_smbd(&work.join("link-smbd"), &at)) } else { Err("not asked for".into()) };
+    let server = |sys: &str| if sys == "smbq-quic-cubic" { smbq_cubic.as_ref().map_err(Clone::clone) } else { server_of(sys, &smbq, &smbd) };
     let sshd = if want("scp") && scenario("S4") { start(peers::start_sshd(&work.join("link-sshd"), &at)) } else { Err("not asked for".into()) };
     let mut checked: Vec<(f64, f64)> = Vec::new();
     let mut set = |delay: f64, loss: f64, progress: &mut Progress, checks: &mut Vec<LinkCheck>| -> anyhow::Result<()> {
@@ -673,10 +694,10 @@ fn over_link(
             set(delay, loss, progress, checks)?;
             let point = [("delay_ms", delay), ("loss_pct", loss)];
             for rep in 0..plan.reps_slow {
-                for sys in ["scp", "smbq-quic", "smbq-quic-ms", "smbq-tcp-enc", "samba-tcp-enc"].into_iter().filter(|s| want(s)) {
+                for sys in ["scp", "smbq-quic", "smbq-quic-cubic", "smbq-quic-ms", "smbq-tcp-enc", "samba-tcp-enc"].into_iter().filter(|s| want(s)) {
                     let srv = match sys {
                         "scp" => sshd.as_ref().map_err(Clone::clone),
-                        s => server_of(s, &smbq, &smbd),
+                        s => server(s),
                     };
                     for (g, files) in &groups {
                         for dir in ["upload", "download"] {
@@ -717,18 +738,18 @@ fn over_link(
     if scenario("S5") {
         for &size in &plan.s5_sizes {
             let name = format!("s5-{size}.bin");
-            for srv in [&smbq, &smbd].into_iter().flatten() {
+            for srv in [&smbq, &smbq_cubic, &smbd].into_iter().flatten() {
                 put_in_share(&srv.share_dir.join(&name), &crate::pattern(size as usize))?;
             }
         }
         for &delay in &plan.s5_delays {
             set(delay, 0.0, progress, checks)?;
             for rep in 0..plan.reps {
-                for sys in ["smbq-quic", "smbq-quic-0rtt", "smbq-tcp-enc", "samba-tcp-enc"].into_iter().filter(|s| want(s)) {
+                for sys in ["smbq-quic", "smbq-quic-cubic", "smbq-quic-0rtt", "smbq-tcp-enc", "samba-tcp-enc"].into_iter().filter(|s| want(s)) {
                     for &size in &plan.s5_sizes {
                         let case = format!("phases-{}mib", size >> 20);
                         let point = [("delay_ms", delay)];
-                        let srv = match server_of(sys, &smbq, &smbd) {
+                        let srv = match server(sys) {
                             Ok(s) => s,
                             Err(why) => {
                                 book.fail("S5", &case, sys, &point, &why);
@@ -746,6 +767,40 @@ fn over_link(
                                 book.fail("S5", &case, sys, &point, &format!("failed: {e:#}"));
                             }
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    // F: one smbq-quic upload beside one TCP CUBIC flow (fairness.rs).
+    if scenario("F") {
+        let p = crate::fairness::params();
+        link.set(p);
+        std::thread::sleep(Duration::from_millis(200));
+        let c = link.check(2_000, false)?;
+        progress.step("link check, fairness bottleneck", &check_line(&c));
+        checks.push(c);
+        let point = [("delay_ms", 20.0), ("rate_mbit", 100.0)];
+        for rep in 0..plan.reps_slow {
+            for sys in ["smbq-quic", "smbq-quic-cubic"].into_iter().filter(|s| want(s)) {
+                let srv = match server(sys) {
+                    Ok(s) => s,
+                    Err(why) => {
+                        book.fail("F", "beside-tcp-cubic", sys, &point, &why);
+                        continue;
+                    }
+                };
+                let what = format!("F {sys} beside TCP CUBIC, {} s, rep {}/{}", plan.fair_secs, rep + 1, plan.reps_slow);
+                match crate::fairness::measure(&link, RemoteSmb::of(srv), sys, plan.fair_secs) {
+                    Ok((quic, tcp)) => {
+                        let share = quic / (quic + tcp);
+                        progress.step(&what, &format!("QUIC {:.1} Mbit/s, TCP {:.1} Mbit/s, QUIC's share {share:.2}", quic / 1e6, tcp / 1e6));
+                        book.add("F", "beside-tcp-cubic", sys, &point, &[("quic_mbit_s", quic / 1e6), ("tcp_mbit_s", tcp / 1e6), ("quic_share", share)]);
+                    }
+                    Err(e) => {
+                        progress.step(&what, &format!("failed: {e:#}"));
+                        book.fail("F", "beside-tcp-cubic", sys, &point, &format!("failed: {e:#}"));
                     }
                 }
             }
@@ -942,7 +997,7 @@ const S4_FILES_IN_FLIGHT: usize = 8;
 const S4_STREAMS: u16 = 1 + S4_FILES_IN_FLIGHT as u16;
 
 /// What a client needs of a server it reaches from another thread.
-struct RemoteSmb {
+pub(crate) struct RemoteSmb {
     tcp: SocketAddr,
     quic: Option<SocketAddr>,
     cert: Option<rustls::pki_types::CertificateDer<'static>>,
@@ -951,13 +1006,13 @@ struct RemoteSmb {
 }
 
 impl RemoteSmb {
-    fn of(s: &Server) -> RemoteSmb {
+    pub(crate) fn of(s: &Server) -> RemoteSmb {
         RemoteSmb { tcp: s.tcp, quic: s.quic, cert: s.cert.clone(), user: s.user.clone(), password: s.password.clone() }
     }
 
     /// A client of `system`, logged on, its tree connected; the encryption
     /// the row names checked.
-    async fn connect(&self, system: &str) -> anyhow::Result<Client> {
+    pub(crate) async fn connect(&self, system: &str) -> anyhow::Result<Client> {
         let (c, _) = self.transport(system).await?;
         self.setup(system, c).await
     }
@@ -968,7 +1023,8 @@ impl RemoteSmb {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(self.cert.clone().context("no certificate")?)?;
             let addr = self.quic.context("no QUIC address")?;
-            let target = |resumption| QuicTarget { congestion: CLIENT_CONGESTION.get().copied().unwrap_or_default(), resumption, ..QuicTarget::new(addr, "localhost", roots.clone()) };
+            let congestion = if system == "smbq-quic-cubic" { smbq_udp::Congestion::Cubic } else { CLIENT_CONGESTION.get().copied().unwrap_or_default() };
+            let target = |resumption| QuicTarget { congestion, resumption, ..QuicTarget::new(addr, "localhost", roots.clone()) };
             if system == "smbq-quic-0rtt" {
                 // S5's 0-RTT reconnect: a first connection, untimed, logs
                 // on and brings session tickets; the timed one resumes.
