@@ -12,10 +12,12 @@
 //! sends it into PROBE_RTT, which holds the window at a few packets for
 //! 200 ms. Here:
 //!
-//! - **Start-up is slow start.** The window starts at quinn's CUBIC's
-//!   initial window and grows by the bytes acknowledged, doubling per round
-//!   trip, until the delivery rate stops growing by a quarter for three
-//!   rounds (full bandwidth). Random loss does not end it.
+//! - **Start-up is a fast slow start.** The window starts at quinn's
+//!   CUBIC's initial window and grows by [`STARTUP_GAIN`] - 1 times the
+//!   bytes acknowledged, so by BBR's start-up gain of 2/ln 2 per round trip
+//!   where slow start doubles, until the delivery rate stops growing by a
+//!   quarter for three rounds (full bandwidth) or a round loses heavily.
+//!   Random loss does not end it.
 //! - **No PROBE_RTT before full bandwidth**, nor before an RTT sample: the
 //!   minimum RTT expires only after [`MIN_RTT_WINDOW`] without a sample at
 //!   or below it, counted from the first sample; PROBE_RTT then holds the
@@ -69,6 +71,11 @@ pub const BW_ROUNDS: usize = 10;
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// How long PROBE_RTT holds the window down (at least one round too).
 pub const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
+/// How much the window grows per round trip in start-up (BBR's high gain,
+/// 2/ln 2: the smallest that doubles the delivery rate each round). With
+/// slow start's 2 a fresh connection over 30 ms took 0.45 s for S4's photo
+/// group where TCP (the kernel's BBR) took 0.41.
+pub const STARTUP_GAIN: f64 = 2.885;
 /// Start-up ends when the bandwidth estimate has not grown by this factor
 /// in [`STARTUP_FLAT_ROUNDS`] rounds.
 pub const STARTUP_GROWTH: f64 = 1.25;
@@ -338,7 +345,7 @@ impl Model {
         }
         match self.mode {
             Mode::Startup => {
-                self.cwnd += acked;
+                self.cwnd += (acked as f64 * (STARTUP_GAIN - 1.0)) as u64;
                 if self.full_bw_reached {
                     self.mode = Mode::ProbeBw;
                     self.cwnd = self.cwnd.min(self.target_window());
