@@ -575,14 +575,6 @@ fn headlines(r: &Results) -> Vec<Headline> {
     for case in ["group2-upload", "group2-download"] {
         add(format!("S4 {case} (one large file) at 25 ms, 1% loss: several streams ÷ one (smbq-quic-ms ÷ smbq-quic)"), "S4", case, "smbq-quic-ms", "smbq-quic", &at, "mb_s");
     }
-    // F: the QUIC flow's goodput over the TCP CUBIC flow's beside it (the
-    // target: between 0.5 and 2, neither below a third of the link).
-    for sys in ["smbq-quic", "smbq-quic-cubic"] {
-        let at = [("delay_ms", 20.0)];
-        if let (Some(q), Some(t)) = (lookup(r, "F", "beside-tcp-cubic", sys, &at, "quic_mbit_s"), lookup(r, "F", "beside-tcp-cubic", sys, &at, "tcp_mbit_s")) {
-            out.push(Headline { what: format!("F at 100 Mbit/s, 20 ms: {sys} ÷ the TCP CUBIC flow beside it"), figure: "mbit_s".into(), num: q, den: t });
-        }
-    }
     let s5_cases: Vec<String> = sections(r)
         .into_iter()
         .filter(|s| s.scenario == "S5")
@@ -625,6 +617,14 @@ fn headlines(r: &Results) -> Vec<Headline> {
                 let fig = format!("{side}_cpu_ns_per_packet");
                 add(format!("S1v {case}, veth MTU {mtu}: smbq-quic ÷ smbq-tcp-enc, {side}'s CPU per packet"), "S1v", case, "smbq-quic", "smbq-tcp-enc", &at, &fig);
             }
+        }
+    }
+    // F: the QUIC flow's goodput over the TCP CUBIC flow's beside it (the
+    // target: between 0.5 and 2, neither below a third of the link).
+    for sys in ["smbq-quic", "smbq-quic-cubic"] {
+        let at = [("delay_ms", 20.0)];
+        if let (Some(q), Some(t)) = (lookup(r, "F", "beside-tcp-cubic", sys, &at, "quic_mbit_s"), lookup(r, "F", "beside-tcp-cubic", sys, &at, "tcp_mbit_s")) {
+            out.push(Headline { what: format!("F at 100 Mbit/s, 20 ms: {sys} ÷ the TCP CUBIC flow beside it"), figure: "mbit_s".into(), num: q, den: t });
         }
     }
     out
