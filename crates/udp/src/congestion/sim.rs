@@ -512,3 +512,20 @@ fn beside_a_loss_based_flow_neither_starves() {
     assert!((1.0 / 3.0..=2.0 / 3.0).contains(&share), "our share {share:.2}");
     assert!((ours + theirs) / path.rate as f64 > 0.9, "the link is used");
 }
+
+#[test]
+fn a_lan_whose_acks_come_late_does_not_collapse() {
+    // A path of microseconds whose receiver acknowledges every 64 packets
+    // (about 0.75 ms at 1 Gbit/s): the RTT under load is many times the
+    // minimum, as on a busy host. Sized by the minimum RTT alone, the
+    // window would hold a tenth of what the ACK delay needs.
+    let mut path = PathConfig::new(0, 0.0, 1000);
+    path.one_way = Duration::from_micros(15);
+    path.ack_every = 64;
+    // A host's queue (a veth's 1000 packets), not one BDP of microseconds.
+    path.queue = 1000 * MTU;
+    let mut sim = Sim::new(path, 1);
+    sim.run(Duration::from_secs(2));
+    let goodput = sim.goodput(0, 1, 2) / path.rate as f64;
+    assert!(goodput > 0.9, "goodput {goodput:.2} of the link");
+}
