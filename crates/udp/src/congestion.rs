@@ -36,8 +36,9 @@
 //! - **Random loss is tolerated**: a round with a loss rate below
 //!   [`HEAVY_LOSS`] changes nothing. Safety valves: a round above it
 //!   (congestion a window cannot explain away: a shallow buffer, many
-//!   competing flows) multiplies the bandwidth estimate and the window by
-//!   [`LOSS_BETA`]; persistent congestion (RFC 9002 section 7.6: every
+//!   competing flows) caps the window at [`LOSS_BETA`] of itself (BBRv2's
+//!   inflight_hi), a cap each calmer round raises by an eighth until it no
+//!   longer binds; persistent congestion (RFC 9002 section 7.6: every
 //!   packet over a period lost) drops the window to the minimum and
 //!   starts over.
 //!
@@ -93,7 +94,7 @@ pub const STARTUP_FLAT_ROUNDS: u32 = 3;
 /// A round that loses more than this share of the bytes it settles is
 /// heavy loss (5% random loss is not).
 pub const HEAVY_LOSS: f64 = 0.15;
-/// What heavy loss leaves of the bandwidth estimate and window.
+/// What heavy loss leaves of the window (the cap it sets).
 pub const LOSS_BETA: f64 = 0.7;
 /// Send batches remembered for rate samples (a batch is one GSO send; the
 /// oldest are forgotten first, so memory stays bounded on any path).
@@ -156,7 +157,6 @@ pub struct Model {
     // PROBE_RTT.
     probe_rtt_done: Option<Instant>,
     probe_rtt_round_done: bool,
-    saved_cwnd: u64,
     // ACK aggregation (the largest excess over the estimate, per epoch).
     agg_epoch_start: Option<Instant>,
     agg_epoch_bytes: u64,
@@ -201,7 +201,6 @@ impl Model {
             full_bw_reached: false,
             probe_rtt_done: None,
             probe_rtt_round_done: false,
-            saved_cwnd: 0,
             agg_epoch_start: None,
             agg_epoch_bytes: 0,
             agg_max: [(0, 0); BW_ROUNDS],
@@ -269,8 +268,8 @@ impl Model {
         (srtt > 0.0).then(|| (self.window() as f64 * 1.25 / srtt * 8.0) as u64)
     }
 
-    /// `bytes` in packets up to one batch left at `now`.
-    pub fn on_sent(&mut self, now: Instant, _bytes: u64) {
+    /// A batch of packets left at `now`.
+    pub fn on_sent(&mut self, now: Instant) {
         if self.records.len() == MAX_RECORDS {
             self.records.pop_front();
         }
@@ -314,9 +313,9 @@ impl Model {
         }
     }
 
-    /// `bytes` sent at `sent` were declared lost; `persistent` when RFC
-    /// 9002's persistent congestion holds.
-    pub fn on_loss(&mut self, _now: Instant, _sent: Instant, bytes: u64, persistent: bool) {
+    /// `bytes` were declared lost; `persistent` when RFC 9002's persistent
+    /// congestion holds.
+    pub fn on_loss(&mut self, bytes: u64, persistent: bool) {
         self.round_lost += bytes;
         if persistent {
             self.persistent_congestion_events += 1;
@@ -375,7 +374,6 @@ impl Model {
                 if self.probe_rtt_done.is_some_and(|t| now >= t) && self.probe_rtt_round_done {
                     self.min_rtt_stamp = Some(now);
                     self.mode = Mode::ProbeBw;
-                    self.cwnd = self.saved_cwnd.max(self.cwnd);
                     self.probe_rtt_done = None;
                 }
             }
@@ -385,7 +383,6 @@ impl Model {
         let expired = std::mem::take(&mut self.min_rtt_expired);
         if expired && self.full_bw_reached && self.mode == Mode::ProbeBw && !app_limited {
             self.mode = Mode::ProbeRtt;
-            self.saved_cwnd = self.cwnd;
             self.probe_rtt_done = None;
             self.probe_rtt_count += 1;
         }
@@ -479,8 +476,8 @@ fn windowed_max(slots: &[(u64, u64); BW_ROUNDS], round: u64) -> u64 {
 pub struct Smbq(Model);
 
 impl Controller for Smbq {
-    fn on_sent(&mut self, now: Instant, bytes: u64, _last_packet_number: u64) {
-        self.0.on_sent(now, bytes);
+    fn on_sent(&mut self, now: Instant, _bytes: u64, _last_packet_number: u64) {
+        self.0.on_sent(now);
     }
 
     fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, _app_limited: bool, rtt: &RttEstimator) {
@@ -491,8 +488,8 @@ impl Controller for Smbq {
         self.0.on_end_acks(now, in_flight, app_limited);
     }
 
-    fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64) {
-        self.0.on_loss(now, sent, lost_bytes, persistent);
+    fn on_congestion_event(&mut self, _now: Instant, _sent: Instant, persistent: bool, lost_bytes: u64) {
+        self.0.on_loss(lost_bytes, persistent);
     }
 
     fn on_mtu_update(&mut self, new_mtu: u16) {

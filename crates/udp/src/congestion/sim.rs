@@ -257,7 +257,7 @@ impl Sim {
         if let Some(r) = &mut fl.remaining {
             *r = r.saturating_sub(MTU);
         }
-        fl.model.on_sent(now, MTU);
+        fl.model.on_sent(now);
         if let Some(srtt) = fl.srtt {
             let rate = fl.window() as f64 * 1.25 / srtt.as_secs_f64();
             fl.next_send = now.max(fl.next_send) + Duration::from_secs_f64(MTU as f64 / rate);
@@ -348,7 +348,7 @@ impl Sim {
             fl.lost_packets += lost / MTU;
             match &mut fl.reno {
                 Some(r) => r.on_loss(now, last),
-                None => fl.model.on_loss(now, last, lost, last - first > 3 * pto_base),
+                None => fl.model.on_loss(lost, last - first > 3 * pto_base),
             }
         }
         while fl.outstanding.front().is_some_and(|p| p.done) {
@@ -371,7 +371,7 @@ fn no_probe_rtt_at_the_first_ack() {
     let mut m = Model::new(1200);
     let t0 = Instant::now();
     let initial = m.window();
-    m.on_sent(t0, 1200);
+    m.on_sent(t0);
     let t1 = t0 + Duration::from_millis(40);
     m.on_ack(t1, t0, 1200, Duration::from_millis(40));
     m.on_end_acks(t1, 0, false);
