@@ -284,16 +284,12 @@ fn create_dir(path: &Path) -> Result<PathBuf, TlsError> {
 
 /// An exclusive `flock` on `dir`, released when the returned file closes.
 fn lock_dir(dir: &Path) -> Result<std::fs::File, TlsError> {
-    use std::os::fd::AsRawFd;
     let f = std::fs::File::open(dir).map_err(io_err(dir))?;
     loop {
-        // SAFETY: flock(2) on a descriptor `f` owns and keeps open.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(f);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(io_err(dir)(e));
+        match rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
+            Ok(()) => return Ok(f),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(io_err(dir)(e.into())),
         }
     }
 }
