@@ -193,15 +193,7 @@ impl Ctx<'_> {
 
     /// MS-SMB2 3.3.5.2.5: a multi-credit request must be charged enough.
     pub fn check_charge(&self, payload: u32) -> Result<(), NtStatus> {
-        let large_mtu = self.dialect() != Dialect::SMB202;
-        if !large_mtu {
-            return if payload > 65536 { Err(NtStatus::INVALID_PARAMETER) } else { Ok(()) };
-        }
-        let needed = (payload.max(1) as u64 - 1) / 65536 + 1;
-        if u64::from(self.hdr.credit_charge.max(1)) < needed {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
-        Ok(())
+        crate::credits::check_charge(crate::credits::multi_credit(self.conn.neg.as_ref()), self.hdr.credit_charge, payload)
     }
 }
 
@@ -433,8 +425,7 @@ fn element(
         cancel(c, hdr, enc);
         return Ok(None);
     }
-    let large_mtu = c.st.neg.as_ref().is_some_and(|n| n.dialect != Dialect::SMB202);
-    let charge = if large_mtu { hdr.credit_charge } else { 1 };
+    let charge = crate::credits::charged(crate::credits::multi_credit(c.st.neg.as_ref()), hdr.credit_charge);
     if !c.credits.consume(hdr.message_id, charge) {
         return Err(Fatal::PeerMisbehaved("message id outside the credit window"));
     }
