@@ -1,6 +1,7 @@
 //! File commands end to end: a minimal in-memory SMB 2.1 client (unsigned,
 //! on a share backed by a temporary directory) drives CREATE, CLOSE, READ,
-//! WRITE, FLUSH, QUERY_INFO, QUERY_DIRECTORY and SET_INFO.
+//! WRITE, FLUSH, QUERY_INFO, QUERY_DIRECTORY and SET_INFO. The same client
+//! speaks SMB 2.0.2 too, negotiated by SMB2 or by SMB1.
 
 use bytes::Bytes;
 use smbq_auth::{ClientAuth, UserDb};
@@ -9,6 +10,7 @@ use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
 use smbq_wire::create::{disposition, options, share, CreateContext, CreateRequest, CreateResponse};
 use smbq_wire::fscc::{class, fs_class, BasicInfo, RenameInfo};
 use smbq_wire::header::HEADER_LEN;
+use smbq_wire::negotiate::caps;
 use smbq_wire::query_directory::QueryDirectoryRequest;
 use smbq_wire::query_info::{info_type, QueryInfoRequest};
 use smbq_wire::read::ReadRequest;
@@ -31,6 +33,35 @@ struct Client {
     next_id: u64,
     session_id: u64,
     tree_id: u32,
+    told: Told,
+}
+
+/// How a client opens its connection.
+#[derive(Clone, Copy)]
+enum Hello {
+    /// An SMB2 NEGOTIATE offering this one dialect.
+    Smb2(u16),
+    /// An SMB1 NEGOTIATE naming "SMB 2.002" and not "SMB 2.???", as
+    /// Windows Vista and impacket over port 139 begin (MS-SMB2 3.3.5.3.2).
+    Smb1Only202,
+}
+
+/// What the NEGOTIATE response told the client (MS-SMB2 2.2.4), by which
+/// it charges credits and sizes its requests (3.2.5.2).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Told {
+    dialect: u16,
+    security_mode: u16,
+    capabilities: u32,
+    /// MaxTransactSize, MaxReadSize, MaxWriteSize.
+    sizes: [u32; 3],
+}
+
+impl Told {
+    /// Connection.SupportsMultiCredit of the client (MS-SMB2 3.2.5.2).
+    fn multi_credit(&self) -> bool {
+        self.dialect != 0x0202 && self.capabilities & caps::LARGE_MTU != 0
+    }
 }
 
 impl Client {
@@ -40,15 +71,25 @@ impl Client {
 
     /// A client of a server that counts into the `metrics` recorder (when `metrics`).
     fn with_metrics(metrics: bool) -> Client {
+        let mut c = Client::connect(Hello::Smb2(0x0210), |config| config.metrics = metrics);
+        c.logon();
+        c
+    }
+
+    /// A client that said `hello` to a server of its own, configured by
+    /// `tweak`; not yet logged on.
+    fn connect(hello: Hello, tweak: impl FnOnce(&mut ServerConfig)) -> Client {
         let dir = tempfile::tempdir().unwrap();
         let mut users = UserDb::new();
         users.add("alice", "secret");
-        let mut config = ServerConfig { encrypt: smbq_server::EncryptPolicy::Off, metrics, ..Default::default() };
+        let mut config = ServerConfig { encrypt: smbq_server::EncryptPolicy::Off, ..Default::default() };
         config.shares.push(ShareConfig { encrypt: smbq_server::EncryptPolicy::Off, ..ShareConfig::new("share", dir.path()) });
+        tweak(&mut config);
         let srv = Arc::new(Server::new(config, users).unwrap());
         let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 };
-        let mut c = Client { conn: Connection::new(srv.clone(), info, Instant::now()), srv, dir, next_id: 0, session_id: 0, tree_id: 0 };
-        c.login();
+        let conn = Connection::new(srv.clone(), info, Instant::now());
+        let mut c = Client { conn, srv, dir, next_id: 0, session_id: 0, tree_id: 0, told: Told::default() };
+        c.negotiate(hello);
         c
     }
 
@@ -56,8 +97,9 @@ impl Client {
     fn peer(&self) -> Client {
         let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 };
         let conn = Connection::new(self.srv.clone(), info, Instant::now());
-        let mut c = Client { conn, srv: self.srv.clone(), dir: tempfile::tempdir().unwrap(), next_id: 0, session_id: 0, tree_id: 0 };
-        c.login();
+        let mut c = Client { conn, srv: self.srv.clone(), dir: tempfile::tempdir().unwrap(), next_id: 0, session_id: 0, tree_id: 0, told: Told::default() };
+        c.negotiate(Hello::Smb2(0x0210));
+        c.logon();
         c
     }
 
@@ -69,9 +111,21 @@ impl Client {
     /// [`Client::call`] with the message handed over as a transport that
     /// keeps what it received in chunks does: its first `head` bytes, then
     /// the rest in pieces of `chunk` bytes. The credit charge covers the
-    /// body (MS-SMB2 3.3.5.2.5).
+    /// body (MS-SMB2 3.3.5.2.5), or is 0 without multi-credit (3.2.4.1.5).
     fn call_chunked(&mut self, command: Command, body: &[u8], head: usize, chunk: usize) -> (NtStatus, Vec<u8>) {
-        let charge = body.len().div_ceil(65536).max(1) as u16;
+        let charge = if self.told.multi_credit() { body.len().div_ceil(65536).max(1) as u16 } else { 0 };
+        self.exchange(command, body, charge, head, chunk)
+    }
+
+    /// [`Client::call`] with CreditCharge `charge`.
+    fn call_charged(&mut self, command: Command, body: &[u8], charge: u16) -> (NtStatus, Vec<u8>) {
+        self.exchange(command, body, charge, usize::MAX, 1)
+    }
+
+    /// Send one request element charged `charge` (the message ids it takes
+    /// are the ones the client believes the server counts); return the
+    /// response element.
+    fn exchange(&mut self, command: Command, body: &[u8], charge: u16, head: usize, chunk: usize) -> (NtStatus, Vec<u8>) {
         let h = Header {
             credit_charge: charge,
             command: command.0,
@@ -81,13 +135,18 @@ impl Client {
             tree_id: self.tree_id,
             ..Default::default()
         };
-        self.next_id += u64::from(charge);
+        self.next_id += if self.told.multi_credit() { u64::from(charge.max(1)) } else { 1 };
         let mut m = Vec::new();
         h.encode(&mut m);
         m.extend_from_slice(body);
         let head = head.min(m.len());
         let tail: Vec<Bytes> = m[head..].chunks(chunk).map(Bytes::copy_from_slice).collect();
         self.conn.handle_frame(Instant::now(), &mut m[..head], &tail).expect("connection stays up");
+        self.response()
+    }
+
+    /// The one response frame the server has to send.
+    fn response(&mut self) -> (NtStatus, Vec<u8>) {
         let f = self.conn.poll_transmit().expect("a response");
         let len = framing::frame_len(f[..4].try_into().unwrap(), usize::MAX).unwrap();
         assert_eq!(len, f.len() - 4);
@@ -97,18 +156,47 @@ impl Client {
         (NtStatus(rh.status), resp)
     }
 
-    fn login(&mut self) {
-        let mut b = Vec::new();
-        b.u16(36);
-        b.u16(1);
-        b.u16(1);
-        b.u16(0);
-        b.u32(0);
-        b.bytes(&[1; 16]);
-        b.zeros(8);
-        b.u16(0x0210);
-        let (st, _) = self.call(Command::NEGOTIATE, &b);
+    /// Open the connection as `hello` says; keep what the answer told.
+    fn negotiate(&mut self, hello: Hello) {
+        let (st, r) = match hello {
+            Hello::Smb2(dialect) => {
+                let mut b = Vec::new();
+                b.u16(36);
+                b.u16(1);
+                b.u16(1);
+                b.u16(0);
+                b.u32(0);
+                b.bytes(&[1; 16]);
+                b.zeros(8);
+                b.u16(dialect);
+                self.call(Command::NEGOTIATE, &b)
+            }
+            Hello::Smb1Only202 => {
+                // SMB1 header (command 0x72), WordCount 0, ByteCount, dialects.
+                let mut m = vec![0xFF, b'S', b'M', b'B', 0x72];
+                m.resize(32, 0);
+                m.push(0);
+                let dialects = b"\x02NT LM 0.12\0\x02SMB 2.002\0";
+                m.u16(dialects.len() as u16);
+                m.bytes(dialects);
+                self.conn.handle_message(Instant::now(), &mut m).expect("connection stays up");
+                self.next_id = 1;
+                self.response()
+            }
+        };
         assert_eq!(st, NtStatus::SUCCESS);
+        let b = &r[HEADER_LEN..];
+        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        self.told = Told {
+            dialect: u16::from_le_bytes([b[4], b[5]]),
+            security_mode: u16::from_le_bytes([b[2], b[3]]),
+            capabilities: u32_at(24),
+            sizes: [u32_at(28), u32_at(32), u32_at(36)],
+        };
+    }
+
+    /// SESSION_SETUP as alice, then TREE_CONNECT to the share.
+    fn logon(&mut self) {
         let mut auth = ClientAuth::new("alice", "", "secret", 133_000_000_000_000_000);
         let mut token = auth.step(None).unwrap().unwrap();
         loop {
@@ -887,4 +975,96 @@ fn security_descriptors_kept_and_enforced() {
     // Without FILE_ADD_FILE in the directory's DACL nothing is created there.
     assert_eq!(set(&mut c, d, 0x4, &sd(vec![inherit])), NtStatus::SUCCESS);
     assert_eq!(c.create("acl\\other", READ_CONTROL, ALL_SHARE, disposition::CREATE, 0), Err(NtStatus::ACCESS_DENIED));
+}
+
+/// A WRITE body of `data` at `offset` to `fid`.
+fn write_body(fid: FileId, offset: u64, data: &[u8]) -> Vec<u8> {
+    Client::body(|m| WriteRequest { offset, file_id: fid, channel: 0, remaining_bytes: 0, flags: 0, data }.encode(m))
+}
+
+/// A QUERY_DIRECTORY body for `*` in `fid` with room for `len` bytes.
+fn list_body(fid: FileId, len: u32) -> Vec<u8> {
+    Client::body(|m| {
+        QueryDirectoryRequest { class: class::ID_BOTH_DIRECTORY, flags: 0x01, file_index: 0, file_id: fid, pattern: "*".into(), output_buffer_length: len }
+            .encode(m)
+    })
+}
+
+//= MS-SMB2 3.2.4.1.5
+//= type=test
+//# Otherwise, the CreditCharge field MUST be set to 0 and the payload size
+//# of a request or the maximum size of a response MUST be a maximum of
+//# 65536.
+/// An SMB 2.0.2 client, whether it negotiated by SMB2 or by SMB1, is told
+/// 64 KiB for MaxTransactSize, MaxReadSize and MaxWriteSize, as Samba
+/// tells it, and is served at that size with CreditCharge 0; more is
+/// INVALID_PARAMETER, and a CreditCharge, which 2.0.2 does not have, buys
+/// nothing and costs one message id all the same (2.2.1.2).
+#[test]
+fn smb_2_0_2_is_told_64_kib_and_served_at_it_with_credit_charge_0() {
+    for hello in [Hello::Smb2(0x0202), Hello::Smb1Only202] {
+        let mut c = Client::connect(hello, |_| {});
+        assert_eq!((c.told.dialect, c.told.capabilities & caps::LARGE_MTU, c.told.sizes), (0x0202, 0, [65536; 3]));
+        assert!(!c.told.multi_credit());
+        c.logon();
+        let f = c.create("f.bin", GENERIC_READ | GENERIC_WRITE, 0, disposition::OVERWRITE_IF, options::NON_DIRECTORY_FILE).unwrap();
+        let data: Vec<u8> = (0..65537u32).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(c.call_charged(Command::WRITE, &write_body(f, 0, &data[..65536]), 0).0, NtStatus::SUCCESS);
+        assert_eq!(c.call_charged(Command::WRITE, &write_body(f, 0, &data), 0).0, NtStatus::INVALID_PARAMETER);
+        assert_eq!(c.call_charged(Command::WRITE, &write_body(f, 0, &data), 2).0, NtStatus::INVALID_PARAMETER);
+        // Charged 3, the server counts one id: the next request, one id
+        // on, is no reuse (a reuse would end the connection).
+        assert_eq!(c.call_charged(Command::WRITE, &write_body(f, 65536, &data[65536..]), 3).0, NtStatus::SUCCESS);
+        let (st, got) = c.read(f, 0, 65536);
+        assert!(st == NtStatus::SUCCESS && got == data[..65536], "{st:?}");
+        assert_eq!(c.read(f, 0, 65537).0, NtStatus::INVALID_PARAMETER);
+        assert!(std::fs::read(c.dir.path().join("f.bin")).unwrap() == data);
+        let root = c.create("", GENERIC_READ, ALL_SHARE, disposition::OPEN, options::DIRECTORY_FILE).unwrap();
+        assert_eq!(c.call(Command::QUERY_DIRECTORY, &list_body(root, 65537)).0, NtStatus::INVALID_PARAMETER);
+        assert_eq!(c.call(Command::QUERY_DIRECTORY, &list_body(root, 65536)).0, NtStatus::SUCCESS);
+    }
+}
+
+//= MS-SMB2 3.3.5.2.5
+//= type=test
+//# If CreditCharge is zero and the payload size of the request or the
+//# maximum response size is greater than 64 kilobytes, the server MUST
+//# fail the request with the error code STATUS_INVALID_PARAMETER.
+/// An SMB 2.1 client is told LARGE_MTU and the configured sizes, and a
+/// request of more than 64 KiB must be charged a credit per 64 KiB.
+#[test]
+fn smb_2_1_is_told_large_mtu_and_charged_a_credit_per_64_kib() {
+    let mut c = Client::connect(Hello::Smb2(0x0210), |_| {});
+    assert_eq!((c.told.dialect, c.told.capabilities & caps::LARGE_MTU, c.told.sizes), (0x0210, caps::LARGE_MTU, [8 << 20; 3]));
+    c.logon();
+    let f = c.create("f.bin", GENERIC_READ | GENERIC_WRITE, 0, disposition::OVERWRITE_IF, options::NON_DIRECTORY_FILE).unwrap();
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i * 7 % 251) as u8).collect();
+    assert_eq!(c.call_charged(Command::WRITE, &write_body(f, 0, &data[..65537]), 0).0, NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.call_charged(Command::WRITE, &write_body(f, 0, &data[..65537]), 1).0, NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.call_charged(Command::WRITE, &write_body(f, 0, &data[..65537]), 2).0, NtStatus::SUCCESS);
+    assert_eq!(c.call_charged(Command::WRITE, &write_body(f, 0, &data), 48).0, NtStatus::SUCCESS);
+    assert!(std::fs::read(c.dir.path().join("f.bin")).unwrap() == data);
+    let read = |length| Client::body(|m| ReadRequest { flags: 0, length, offset: 0, file_id: f, minimum_count: 0, channel: 0, remaining_bytes: 0 }.encode(m));
+    assert_eq!(c.call_charged(Command::READ, &read(3 << 20), 47).0, NtStatus::INVALID_PARAMETER);
+    let (st, r) = c.call_charged(Command::READ, &read(3 << 20), 48);
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert!(smbq_wire::read::decode_response(&r).unwrap() == &data[..], "the file read back");
+    let root = c.create("", GENERIC_READ, ALL_SHARE, disposition::OPEN, options::DIRECTORY_FILE).unwrap();
+    assert_eq!(c.call_charged(Command::QUERY_DIRECTORY, &list_body(root, 1 << 20), 1).0, NtStatus::INVALID_PARAMETER);
+    assert_eq!(c.call_charged(Command::QUERY_DIRECTORY, &list_body(root, 1 << 20), 16).0, NtStatus::SUCCESS);
+}
+
+//= MS-SMB2 3.3.5.3.2
+//= type=test
+//# If RequireMessageSigning is TRUE, the server MUST also set
+//# SMB2_NEGOTIATE_SIGNING_REQUIRED in the SecurityMode.
+/// The SMB1 way to 2.0.2 tells the client what the SMB2 way does.
+#[test]
+fn smb1_and_smb2_negotiates_at_2_0_2_tell_the_same() {
+    for required in [false, true] {
+        let smb2 = Client::connect(Hello::Smb2(0x0202), |config| config.signing_required = required).told;
+        let smb1 = Client::connect(Hello::Smb1Only202, |config| config.signing_required = required).told;
+        assert_eq!(smb1, smb2);
+        assert_eq!(smb1.security_mode, if required { 3 } else { 1 });
+    }
 }

@@ -2,7 +2,7 @@
 //! the SMB1 negotiate that starts a multi-protocol exchange (3.3.5.3.1).
 
 use crate::connection::{ConnState, Fatal, Negotiated, TransportKind};
-use crate::credits::Credits;
+use crate::credits::{self, Credits, CREDIT_PAYLOAD};
 use crate::dispatch::{Ctx, HResult, Req};
 use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
 use smbq_wire::negotiate::{
@@ -24,20 +24,11 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     //# it MUST fail the request with STATUS_NOT_SUPPORTED.
     let dialect = DIALECTS.iter().copied().find(|d| r.dialects.contains(d)).ok_or(NtStatus::NOT_SUPPORTED)?;
     let info = &ctx.conn.info;
-    let limits = &ctx.conn.server.config.limits;
     let mut neg = Negotiated {
-        dialect,
         client_guid: r.client_guid,
         client_capabilities: r.capabilities,
         client_security_mode: r.security_mode,
-        cipher: None,
-        signing: if dialect.is_smb3() { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 },
-        max_io: if dialect == Dialect::SMB202 { 65536 } else { limits.max_io },
-        server_capabilities: 0,
-        server_security_mode: 0,
-        transport_security: false,
-        posix: false,
-        streams: 1,
+        ..settle(ctx.conn, dialect)
     };
     let mut contexts = Vec::new();
     if dialect == Dialect::SMB311 {
@@ -107,47 +98,23 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             }
         }
     }
-    let mut capabilities = 0;
-    if dialect != Dialect::SMB202 {
-        capabilities |= caps::LARGE_MTU | caps::LEASING;
-    }
     //= MS-SMB2 3.3.5.4: directory leasing and multichannel for a 3.x
     //= client that asks for them, as Samba offers them (a client that
     //= does not ask may not handle them: impacket 0.13 fails every CREATE
     //= on a connection that has directory leasing).
     if dialect.is_smb3() && r.capabilities & caps::DIRECTORY_LEASING != 0 {
-        capabilities |= caps::DIRECTORY_LEASING;
+        neg.server_capabilities |= caps::DIRECTORY_LEASING;
     }
     if dialect.is_smb3() && r.capabilities & caps::MULTI_CHANNEL != 0 {
-        capabilities |= caps::MULTI_CHANNEL;
+        neg.server_capabilities |= caps::MULTI_CHANNEL;
     }
     if (dialect == Dialect::SMB300 || dialect == Dialect::SMB302) && r.capabilities & caps::ENCRYPTION != 0 {
         neg.cipher = Some(Cipher::Aes128Ccm);
-        capabilities |= caps::ENCRYPTION;
+        neg.server_capabilities |= caps::ENCRYPTION;
     }
-    let mut sec_mode = security_mode::SIGNING_ENABLED;
-    if ctx.conn.server.config.signing_required {
-        sec_mode |= security_mode::SIGNING_REQUIRED;
-    }
-    neg.server_capabilities = capabilities;
-    neg.server_security_mode = sec_mode;
-    let now = ctx.conn.server.now();
     let token = smbq_auth::spnego_negotiate_token();
     let header_start = ctx.header_start;
-    NegotiateResponse {
-        security_mode: sec_mode,
-        dialect,
-        server_guid: ctx.conn.server.guid,
-        capabilities,
-        max_transact: neg.max_io,
-        max_read: neg.max_io,
-        max_write: neg.max_io,
-        system_time: now,
-        start_time: 0,
-        security_buffer: &token,
-        contexts,
-    }
-    .encode(ctx.out, header_start);
+    response(ctx.conn, &neg, &token, contexts).encode(ctx.out, header_start);
     ctx.conn.preauth = PreauthHash::new();
     // SMB 2.0.2 has no ClientGuid; an all-zero one names no client.
     if dialect != Dialect::SMB202 && neg.client_guid != [0; 16] {
@@ -157,9 +124,81 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     Ok(NtStatus::SUCCESS)
 }
 
+/// What a NEGOTIATE at `dialect` settles before the client's fields and
+/// negotiate contexts are looked at; the SMB2 NEGOTIATE and the SMB1 one
+/// answered with 2.0.2 share it, so both tell a client the same.
+fn settle(st: &ConnState, dialect: Dialect) -> Negotiated {
+    let multi_credit = credits::supports_multi_credit(dialect);
+    let mut capabilities = 0;
+    if multi_credit {
+        capabilities |= caps::LARGE_MTU;
+    }
+    if dialect != Dialect::SMB202 {
+        capabilities |= caps::LEASING;
+    }
+    //= MS-SMB2 3.3.5.3.2, 3.3.5.4
+    //# SecurityMode MUST have the SMB2_NEGOTIATE_SIGNING_ENABLED bit set.
+    //# If RequireMessageSigning is TRUE, the server MUST also set
+    //# SMB2_NEGOTIATE_SIGNING_REQUIRED in the SecurityMode.
+    let mut sec_mode = security_mode::SIGNING_ENABLED;
+    if st.server.config.signing_required {
+        sec_mode |= security_mode::SIGNING_REQUIRED;
+    }
+    Negotiated {
+        dialect,
+        client_guid: [0; 16],
+        client_capabilities: 0,
+        client_security_mode: 0,
+        cipher: None,
+        signing: if dialect.is_smb3() { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 },
+        max_io: max_io(multi_credit, st.server.config.limits.max_io),
+        server_capabilities: capabilities,
+        server_security_mode: sec_mode,
+        transport_security: false,
+        posix: false,
+        streams: 1,
+    }
+}
+
+/// MaxTransactSize, MaxReadSize and MaxWriteSize: the configured `limit`
+/// where requests may cost several credits, else what one credit pays for.
+/// A client without multi-credit sends CreditCharge 0 and sizes its READs,
+/// WRITEs and QUERY_DIRECTORY buffers by what it is told (impacket over
+/// port 139 and Windows Vista negotiate 2.0.2 through SMB1); Samba tells
+/// a 2.0.2 client 64 KiB too.
+fn max_io(multi_credit: bool, limit: u32) -> u32 {
+    //= MS-SMB2 3.2.4.1.5
+    //# Otherwise, the CreditCharge field MUST be set to 0 and the payload
+    //# size of a request or the maximum size of a response MUST be a
+    //# maximum of 65536.
+    if multi_credit {
+        limit
+    } else {
+        CREDIT_PAYLOAD.min(limit)
+    }
+}
+
+/// The NEGOTIATE response telling the client `neg` (MS-SMB2 2.2.4).
+fn response<'a>(st: &ConnState, neg: &Negotiated, token: &'a [u8], contexts: Vec<(u16, Vec<u8>)>) -> NegotiateResponse<'a> {
+    NegotiateResponse {
+        security_mode: neg.server_security_mode,
+        dialect: neg.dialect,
+        server_guid: st.server.guid,
+        capabilities: neg.server_capabilities,
+        max_transact: neg.max_io,
+        max_read: neg.max_io,
+        max_write: neg.max_io,
+        system_time: st.server.now(),
+        start_time: 0,
+        security_buffer: token,
+        contexts,
+    }
+}
+
 /// An SMB1 NEGOTIATE naming "SMB 2.???" or "SMB 2.002" gets an SMB2
-/// NEGOTIATE response with the wildcard dialect 0x02FF (or 0x0202)
-/// (MS-SMB2 3.3.5.3.1). Anything else ends the connection.
+/// NEGOTIATE response with the wildcard dialect 0x02FF (MS-SMB2 3.3.5.3.1),
+/// or 0x0202 (3.3.5.3.2), which settles the connection at 2.0.2 as an SMB2
+/// NEGOTIATE would. Anything else ends the connection.
 pub(crate) fn smb1(st: &mut ConnState, credits: &mut Credits, msg: &[u8]) -> Result<Vec<u8>, Fatal> {
     if st.neg.is_some() {
         return Err(Fatal::PeerMisbehaved("SMB1 after NEGOTIATE"));
@@ -190,36 +229,11 @@ pub(crate) fn smb1(st: &mut ConnState, credits: &mut Credits, msg: &[u8]) -> Res
     };
     hdr.encode(&mut out);
     let token = smbq_auth::spnego_negotiate_token();
-    let max_io = st.server.config.limits.max_io;
-    NegotiateResponse {
-        security_mode: security_mode::SIGNING_ENABLED,
-        dialect,
-        server_guid: st.server.guid,
-        capabilities: if dialect == Dialect::WILDCARD { caps::LARGE_MTU } else { 0 },
-        max_transact: max_io,
-        max_read: max_io,
-        max_write: max_io,
-        system_time: st.server.now(),
-        start_time: 0,
-        security_buffer: &token,
-        contexts: Vec::new(),
-    }
-    .encode(&mut out, 4);
+    // The wildcard answer settles nothing: an SMB2 NEGOTIATE follows.
+    let neg = settle(st, dialect);
+    response(st, &neg, &token, Vec::new()).encode(&mut out, 4);
     if dialect == Dialect::SMB202 {
-        st.neg = Some(Negotiated {
-            dialect,
-            client_guid: [0; 16],
-            client_capabilities: 0,
-            client_security_mode: 0,
-            cipher: None,
-            signing: SigningAlgorithm::HmacSha256,
-            max_io: 65536,
-            server_capabilities: 0,
-            server_security_mode: security_mode::SIGNING_ENABLED,
-            transport_security: false,
-            posix: false,
-            streams: 1,
-        });
+        st.neg = Some(neg);
     }
     Ok(out)
 }
