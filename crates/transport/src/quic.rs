@@ -8,7 +8,7 @@
 //! stream limits say so and quinn closes a connection that ignores them)
 //! unless NEGOTIATE agreed smbq's multi-stream extension
 //! (`docs/multistream.md`), when it may open up to the number agreed
-//! (see `accept_streams` in lib.rs).
+//! (see `streams`).
 //!
 //! Clients that ask get TLS session tickets and may send their NEGOTIATE
 //! as 0-RTT data on their next connection ([`zero_rtt`], docs/zero-rtt.md).
@@ -18,9 +18,12 @@
 //! connection writes a qlog trace ([`smbq_quictrace::qlog`]).
 
 pub mod path_metrics;
+pub(crate) mod streams;
 pub mod zero_rtt;
 
-use crate::{serve_framed, FrameWriter, Hooks, QuicStreams, Source, SEND_TIMEOUT};
+use crate::connection::{serve_framed, Hooks, Source, SEND_TIMEOUT};
+use crate::writer::FrameWriter;
+use streams::QuicStreams;
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
 pub use smbq_udp::{reuseport::MAX_ENDPOINTS, Congestion};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};

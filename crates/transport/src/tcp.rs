@@ -1,12 +1,19 @@
 //! SMB2 over Direct TCP (MS-SMB2 2.1): a 4-byte prefix per message.
 
-use crate::{serve_framed, FrameWriter, Hooks, Source, SEND_TIMEOUT};
+pub(crate) mod input;
+
+use crate::connection::{serve_framed, Hooks, Source, SEND_TIMEOUT};
+use crate::writer::FrameWriter;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -47,12 +54,10 @@ async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>, li
     }
     let local = stream.local_addr().ok();
     // The engine reads a duplicate of the fd; the writer waits for
-    // writability on the other (see `TcpInput` in lib.rs).
+    // writability on the other (see `input::TcpInput`).
     let split = stream.into_std().and_then(|s| Ok((s.try_clone()?, Arc::new(s)))).and_then(|(rd, wr)| {
         let sock = Arc::clone(&wr);
-        // SAFETY: the TcpStream owns its fd, open for as long as the AsyncFd holds it.
-        let wr = unsafe { tokio::io::unix::AsyncFd::register_with_interest(wr, tokio::io::Interest::WRITABLE) }?;
-        Ok((rd, wr, sock))
+        Ok((rd, register(wr, Interest::WRITABLE)?, sock))
     });
     let (rd, wr, sock) = match split {
         Ok(p) => p,
@@ -72,6 +77,17 @@ async fn connection(stream: TcpStream, peer: SocketAddr, server: Arc<Server>, li
     serve_framed(Source::Tcp(rd), FrameWriter::Tcp(wr), info, server, SEND_TIMEOUT, Hooks::default()).await;
     lock(&live).conns.remove(&id);
     drop(ended);
+}
+
+/// Register a socket (a `TcpStream`, or an `Arc` of one) with the
+/// runtime for `interest`, as the engine's reads and the writer's writes
+/// wait for it.
+pub(crate) fn register<S: AsRawFd + Borrow<std::net::TcpStream>>(sock: S, interest: Interest) -> std::io::Result<AsyncFd<S>> {
+    // SAFETY: `sock` owns the socket (or shares its ownership), and the
+    // AsyncFd owns `sock`: the fd stays open, and the same socket, until
+    // the AsyncFd is dropped or gives `sock` back; nothing replaces it
+    // through `get_mut`.
+    Ok(unsafe { AsyncFd::register_with_interest(sock, interest) }?)
 }
 
 /// How long a new connection waits for the end of a connection of the
@@ -114,10 +130,11 @@ impl Live {
 
 /// Whether the peer of `s` has closed or reset its end, without reading.
 fn peer_closed(s: &std::net::TcpStream) -> bool {
-    let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLRDHUP, revents: 0 };
-    // SAFETY: `p` is one live pollfd; a zero timeout does not block.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+    let mut p = [PollFd::new(s, PollFlags::RDHUP)];
+    // A zero timeout does not block.
+    let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+    let n = poll(&mut p, Some(&now)).unwrap_or(0);
+    n > 0 && p[0].revents().intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR)
 }
 
 /// A peer that vanishes without a FIN (a laptop that sleeps or roams, a
