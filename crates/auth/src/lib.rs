@@ -7,6 +7,7 @@
 //! [`AuthError::Malformed`] -> STATUS_INVALID_PARAMETER,
 //! [`AuthError::Unsupported`] -> STATUS_NOT_SUPPORTED.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

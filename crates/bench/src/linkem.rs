@@ -686,7 +686,8 @@ fn open_tun(name: &str, vnet: bool) -> anyhow::Result<OwnedFd> {
     ifr[..name.len().min(15)].copy_from_slice(&name.as_bytes()[..name.len().min(15)]);
     let flags = IFF_TUN | IFF_NO_PI | if vnet { IFF_VNET_HDR } else { 0 };
     ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
-    // SAFETY: TUNSETIFF reads and writes one struct ifreq (40 bytes).
+    // SAFETY: TUNSETIFF reads and writes one struct ifreq (40 bytes), which
+    // `ifr` is, its name NUL-terminated (at most 15 bytes in zeroes).
     if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, ifr.as_mut_ptr()) } < 0 {
         return Err(std::io::Error::last_os_error()).context("TUNSETIFF");
     }

@@ -16,6 +16,9 @@
 //! `smbq-bench random ...`: fio-like random I/O against an external server
 //! (S2/S3 of BENCHMARKS.md; see `random.rs`).
 
+// Every unsafe block says why it is sound (`// SAFETY:`).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod ceilings;
 mod compare;
 mod fairness;
@@ -889,7 +892,8 @@ fn runtime(name: &str, cpu: Option<usize>) -> std::io::Result<tokio::runtime::Ru
 
 /// Keep the calling thread on CPU `cpu`.
 fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the call only reads it.
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET sets one bit
+    // of it through a bounds-checked index; sched_setaffinity only reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);

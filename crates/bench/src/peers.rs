@@ -92,10 +92,15 @@ impl Place {
         };
         if let Some(cpu) = self.cpu {
             use std::os::unix::process::CommandExt;
-            // SAFETY: sched_setaffinity is async-signal-safe and only reads
-            // the set, made before the fork.
+            // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
             let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            // SAFETY: CPU_SET sets one bit of `set` through a bounds-checked
+            // index (a `cpu` past CPU_SETSIZE panics, it writes nothing).
             unsafe { libc::CPU_SET(cpu, &mut set) };
+            // SAFETY: the closure runs in the child between fork and exec,
+            // where only async-signal-safe calls are allowed: it makes one
+            // system call, sched_setaffinity, which only reads `set` (moved
+            // in, made before the fork), and allocates nothing.
             unsafe {
                 c.pre_exec(move || {
                     libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);

@@ -3,6 +3,7 @@
 //! TCP or QUIC stream; `connect` reaches a server by name and logs on;
 //! `share` is what a user does with files; `srvsvc` lists shares.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod connect;

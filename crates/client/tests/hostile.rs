@@ -6,6 +6,7 @@
 //! time, without panicking or allocating the lengths it is told.
 
 #![allow(clippy::unwrap_used)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use smbq_client::connect::{connect, verifier, ConnectOptions, Session, Transport, Trust};
 use smbq_client::core::MAX_CREDITS;
@@ -47,17 +48,22 @@ fn note(size: usize) {
 unsafe impl GlobalAlloc for Tracking {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
+        // SAFETY: our caller's contract for `alloc` is `System`'s, passed on.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
+        // SAFETY: as for `alloc`, the caller's contract passed on.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note(new_size);
+        // SAFETY: `ptr` came from `System` (every allocation here does)
+        // with `layout`, by the caller's contract, which is `System`'s.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as for `realloc`: `ptr` and `layout` are from `System`.
         unsafe { System.dealloc(ptr, layout) }
     }
 }

@@ -1,6 +1,9 @@
 //! `smbq`: serve directories over SMB 3.1.1 on QUIC and TCP, manage users
 //! and the certificate; and as a client: copy files, list, and mount a share.
 
+// Every unsafe block says why it is sound (`// SAFETY:`).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod acme;
 mod cert;
 mod client;

@@ -32,6 +32,9 @@
 //! each probe too large for the path is sent several times and declared
 //! lost before the search goes lower.
 
+// Every unsafe block says why it is sound (`// SAFETY:`).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod chunks;
 pub mod congestion;
 mod mmsg;
@@ -158,7 +161,8 @@ fn bind(addr: SocketAddr, buffer: usize, reuse_port: bool) -> io::Result<std::ne
 fn set_force(s: &Socket, opt: libc::c_int, size: usize) -> bool {
     use std::os::fd::AsRawFd;
     let v: libc::c_int = size.try_into().unwrap_or(libc::c_int::MAX);
-    // SAFETY: the option takes a c_int.
+    // SAFETY: `s` is an open socket, and the option takes a c_int, which
+    // `v` is and which lives for the call.
     unsafe { socket_option(s.as_raw_fd(), opt, &v) }.is_ok()
 }
 

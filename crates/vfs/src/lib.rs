@@ -19,6 +19,9 @@
 //!
 //! Errors are [`FsError`], which maps to the NTSTATUS MS-SMB2/MS-FSCC name.
 
+// Every unsafe block says why it is sound (`// SAFETY:`).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use smbq_wire::ea::Ea;
 use smbq_wire::NtStatus;
 use std::os::fd::{BorrowedFd, OwnedFd};

@@ -4,6 +4,7 @@
 //! Decoders borrow their input and never panic; encoders append to a `Vec<u8>`.
 //!
 //! One PDU per module; each module cites its MS-SMB2 section.
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod reader;

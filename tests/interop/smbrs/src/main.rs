@@ -29,6 +29,7 @@
 //!   own, so TCP transfers stall on delayed ACKs (about 20 MB/s on loopback
 //!   whatever the server does): use small sizes over TCP.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod data;
