@@ -224,11 +224,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         warn!("ACME certificates are for QUIC, which is off: not ordering any");
     }
 
-    // Busy connections work on blocking threads (smbq-transport); an
-    // idle pool thread goes after 2 s, so the threads follow the load.
+    // Busy connections work on blocking threads, as many as
+    // smbq-transport says they need; an idle pool thread goes after 2 s,
+    // so the threads follow the load.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .max_blocking_threads(server.config.limits.max_connections + 16)
+        .max_blocking_threads(smbq_transport::max_blocking_threads(server.config.limits.max_connections))
         .thread_keep_alive(std::time::Duration::from_secs(2))
         .build()?;
     rt.block_on(async move {

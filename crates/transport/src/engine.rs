@@ -1,7 +1,8 @@
 //! A connection's engine: the sans-IO [`Connection`] driven by its events
 //! (frames, the TCP socket's bytes, notices from other connections, its
 //! timer, jobs done), as a task while the connection is idle and on a
-//! blocking thread while it is busy.
+//! blocking thread while it is busy; and the rule that sizes the runtime's
+//! blocking pool for it ([`max_blocking_threads`]).
 
 use crate::connection::Hooks;
 use crate::frame::{Admission, Frame};
@@ -16,6 +17,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
+
+/// Blocking threads beyond one per connection (see [`max_blocking_threads`]).
+const BLOCKING_HEADROOM: usize = 16;
+
+/// The blocking threads (`tokio::runtime::Builder::max_blocking_threads`)
+/// of a runtime serving at most `max_connections` connections.
+///
+/// A busy connection's engine holds one blocking thread, and over TCP it
+/// may wait there for the server-wide memory budget
+/// (`limits.memory_budget`), which other connections' frames hold until
+/// their engines, each on a blocking thread of its own, have handled them.
+/// With fewer threads than connections, every thread could be held by an
+/// engine waiting so while the engines that would free the budget wait for
+/// a thread: one per connection rules that out. The headroom is for the
+/// jobs engines hand to the pool (a FLUSH's fsync) and the runtime's own
+/// blocking work. Idle connections hold no thread, so the threads in use
+/// follow the load.
+pub const fn max_blocking_threads(max_connections: usize) -> usize {
+    max_connections.saturating_add(BLOCKING_HEADROOM)
+}
 
 /// Where the engine's frames come from.
 pub(crate) enum Input {
@@ -273,5 +294,18 @@ pub(crate) async fn run_engine(
         debug!(?peer, "connection closed by peer");
     } else {
         info!(?peer, %reason, "closing connection");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_connection_may_be_busy_and_jobs_still_find_a_thread() {
+        for n in [1, smbq_server::Limits::default().max_connections, 1 << 20] {
+            assert!(max_blocking_threads(n) > n, "{n} connections");
+        }
+        assert_eq!(max_blocking_threads(usize::MAX), usize::MAX, "no overflow");
     }
 }

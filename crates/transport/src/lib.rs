@@ -5,7 +5,7 @@
 //! Per connection (`connection`) an `engine` runs the connection state
 //! machine (its file I/O and crypto are blocking work, done on a blocking
 //! thread while the connection is busy: an idle connection holds no
-//! thread) on Direct
+//! thread, and [`max_blocking_threads`] sizes the pool for it) on Direct
 //! TCP frames (MS-SMB2 2.1; SMB over QUIC uses the same framing on its
 //! stream, see `frame`), and a writer task (`writer`) sends what the
 //! engine cannot send at once.
@@ -35,4 +35,5 @@ pub mod tls;
 mod writer;
 
 pub use connection::SEND_TIMEOUT;
+pub use engine::max_blocking_threads;
 pub use malloc::keep_large_buffers_on_heap;
