@@ -130,6 +130,16 @@ pub struct Limits {
     /// its break before the server takes the oplock away (MS-SMB2 3.3.2.1;
     /// Windows waits 35 s).
     pub oplock_break_secs: u64,
+    /// inotify watches the CHANGE_NOTIFY requests of one session may hold
+    /// (one per directory watched; a tree watch one per subdirectory).
+    /// Past it a request completes with STATUS_NOTIFY_ENUM_DIR and the
+    /// directories beyond go unwatched (crate::notify).
+    pub notify_watches_per_session: usize,
+    /// inotify watches all sessions together may hold; at most half of
+    /// the kernel's per-user `fs.inotify.max_user_watches` is used, so
+    /// that the server's other work and the user's other processes keep
+    /// some.
+    pub notify_watches: usize,
 }
 
 impl Default for Limits {
@@ -151,6 +161,8 @@ impl Default for Limits {
             dead_peer_secs: 120,
             memory_budget: 1 << 30,
             oplock_break_secs: 35,
+            notify_watches_per_session: 1024,
+            notify_watches: 4096,
         }
     }
 }
@@ -178,6 +190,8 @@ impl Limits {
         range("max_security_blob", self.max_security_blob as u64, 1024, 1 << 20)?;
         range("max_outstanding", self.max_outstanding as u64, 1, 1 << 16)?;
         range("oplock_break_secs", self.oplock_break_secs, 1, 3600)?;
+        range("notify_watches_per_session", self.notify_watches_per_session as u64, 1, 1 << 20)?;
+        range("notify_watches", self.notify_watches as u64, 1, 1 << 22)?;
         range("memory_budget", self.memory_budget as u64, self.max_frame() as u64, 1 << 40)?;
         Ok(())
     }
