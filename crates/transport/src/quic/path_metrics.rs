@@ -1,6 +1,6 @@
 //! The `smbq_quic_*` metrics of each connection's path and congestion
 //! control (`smbq_server::metrics::names`), sampled when the connection
-//! starts, every [`SAMPLE_EVERY`] and when it ends ([`sample`]).
+//! starts, every [`SAMPLE_EVERY`] and when it ends (`sample`).
 //!
 //! No series carries a connection label: a server may hold thousands of
 //! connections, each of which would be a series of its own (and one left
@@ -24,7 +24,7 @@ use smbq_quictrace::Figures;
 use smbq_server::metrics::names;
 use std::time::Duration;
 
-/// How often [`sample`] samples a connection.
+/// How often `sample` samples a connection.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
 /// One connection's handles, and what its counters have been given.
