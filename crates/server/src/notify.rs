@@ -1,9 +1,11 @@
 //! Directory change notification from Linux inotify (MS-SMB2 3.3.5.19,
 //! MS-FSA 2.1.5.10, MS-FSCC 2.7.1 FILE_NOTIFY_INFORMATION).
 //!
-//! One inotify instance for the process, read by a background thread and
-//! by the connections themselves (a connection drains it before it looks
-//! at its watches, so a change its own request made is seen at once).
+//! One inotify instance per server ([`Watcher`], which [`crate::Sources`]
+//! gives the server, made at the first CHANGE_NOTIFY), read by a thread
+//! of its own and by the connections themselves (a connection drains it
+//! before it looks at its watches, so a change its own request made is
+//! seen at once). An open is known by its volatile id, unique server-wide.
 //! The first CHANGE_NOTIFY on a directory open creates that open's watch:
 //! its CompletionFilter, WATCH_TREE flag and OutputBufferLength stay fixed
 //! until the open closes, as Windows keeps them (smbtorture
@@ -35,19 +37,32 @@
 //! Windows, and every write raises IN_MODIFY already. Changes inotify
 //! cannot see come in through [`changed`].
 //!
+//! Watches are bounded, so that no client spends what all share (the
+//! kernel's `fs.inotify.max_user_watches` counts per user, not per
+//! client): the opens of one session hold at most
+//! `limits.notify_watches_per_session` watches, all sessions together at
+//! most `limits.notify_watches` and never more than half the kernel's
+//! quota (`Budget`). A request whose directory or tree needs a watch past
+//! the bound, or one the kernel refuses (ENOSPC), completes with
+//! STATUS_NOTIFY_ENUM_DIR once, as on a buffer overflow, and what lies
+//! beyond goes unwatched; the open's next request watches what it lacks
+//! if watches were freed meanwhile (and, having missed changes there,
+//! gets STATUS_NOTIFY_ENUM_DIR again).
+//!
 //! Watches and buffers go when the open closes: the connection forgets
-//! them when it sees the open gone, and the thread drops those whose open
-//! left the global file table (a connection that ended) or whose server is
-//! gone.
+//! them when it sees the open gone (at its next CHANGE_NOTIFY, or when a
+//! waiting one finds its handle closed), and the thread drops, every two
+//! seconds, those whose open left the file table (a session that logged
+//! off, a connection that ended). The thread ends with the server.
 
 use crate::files::OpenOwner;
 use crate::open::Open;
 use crate::server::{Notice, Server};
 use rustix::fs::{inotify, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// CompletionFilter bits (MS-SMB2 2.2.35).
@@ -80,9 +95,6 @@ pub mod action {
 pub const MAX_BUFFER: usize = 64 * 1024;
 /// The most changes an open buffers.
 const MAX_CHANGES: usize = 4096;
-/// The most directories one tree watch watches; past it the open gets
-/// STATUS_NOTIFY_ENUM_DIR once and the deeper directories go unwatched.
-const MAX_WATCHES: usize = 8192;
 /// Files remembered per open as renamed while open (see the module doc).
 const MAX_RENAMED: usize = 64;
 /// How long a MOVED_FROM at the end of a read waits for its MOVED_TO.
@@ -143,8 +155,9 @@ struct Event {
 
 struct Entry {
     id: u64,
-    server: Weak<Server>,
     connection: u64,
+    /// The session whose budget its watches count against.
+    session: u64,
     volatile: u64,
     /// The open's key in the global file table (0: not in it).
     file_key: u64,
@@ -162,6 +175,9 @@ struct Entry {
     bytes: usize,
     overflow: bool,
     deleted: bool,
+    /// A directory went unwatched for want of a watch (the budget or the
+    /// kernel's quota spent): the next request tries again.
+    short: bool,
     /// Something arrived since the connection was last woken.
     dirty: bool,
     /// Watch descriptor → path of that directory relative to the base.
@@ -242,68 +258,144 @@ fn marshal(changes: &[(u32, String)]) -> Vec<u8> {
     out
 }
 
-#[derive(Default)]
-struct State {
-    entries: HashMap<u64, Entry>,
-    /// (server address, volatile id) → entry.
-    by_open: HashMap<(usize, u64), u64>,
+/// The inotify watches the sessions hold, against
+/// `limits.notify_watches_per_session` and `limits.notify_watches`. A
+/// directory two opens watch counts twice (the kernel counts it once), so
+/// what is counted here bounds what the kernel holds.
+#[derive(Debug)]
+struct Budget {
+    per_session: usize,
+    total: usize,
+    /// Watches held, by session.
+    held: HashMap<u64, usize>,
+    /// Watches held by all sessions.
+    all: usize,
+}
+
+impl Budget {
+    /// The bounds `limits` sets, the total cut to half of the kernel's
+    /// per-user quota `kernel` (`fs.inotify.max_user_watches`) if known.
+    fn new(limits: &crate::config::Limits, kernel: Option<usize>) -> Budget {
+        let mut total = limits.notify_watches;
+        if let Some(k) = kernel.map(|k| (k / 2).max(1)).filter(|&k| k < total) {
+            tracing::info!(
+                limit = total,
+                max_user_watches = k * 2,
+                "limits.notify_watches cut to half of fs.inotify.max_user_watches"
+            );
+            total = k;
+        }
+        Budget { per_session: limits.notify_watches_per_session, total, held: HashMap::new(), all: 0 }
+    }
+
+    /// Whether `session` may hold another watch.
+    fn room(&self, session: u64) -> bool {
+        self.all < self.total && self.held.get(&session).is_none_or(|&n| n < self.per_session)
+    }
+
+    /// Count a watch for `session`, if it may hold one.
+    fn take(&mut self, session: u64) -> bool {
+        if !self.room(session) {
+            return false;
+        }
+        *self.held.entry(session).or_default() += 1;
+        self.all += 1;
+        true
+    }
+
+    /// `session` holds `n` watches fewer.
+    fn give(&mut self, session: u64, n: usize) {
+        let Some(held) = self.held.get_mut(&session) else { return };
+        let n = n.min(*held);
+        *held -= n;
+        self.all -= n;
+        if *held == 0 {
+            self.held.remove(&session);
+        }
+    }
+}
+
+/// The kernel's per-user quota of inotify watches, if it can be read.
+fn max_user_watches() -> Option<usize> {
+    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches").ok()?.trim().parse().ok()
+}
+
+/// What the entries share: the watch descriptors and what they cost.
+struct Table {
     /// Watch descriptor → the entries using it (one directory watched by
     /// several opens shares one descriptor).
     wds: HashMap<i32, Vec<u64>>,
+    budget: Budget,
+}
+
+struct State {
+    entries: HashMap<u64, Entry>,
+    /// An open's volatile id → its entry.
+    by_open: HashMap<u64, u64>,
+    table: Table,
     /// A MOVED_FROM that ended a read, waiting for its MOVED_TO.
     held: Option<(Event, Instant)>,
     next_id: u64,
 }
 
-struct Watcher {
+/// A server's change notification: an inotify instance and the thread
+/// that reads it, made at the first CHANGE_NOTIFY (a server that never
+/// sees one has neither) and gone with the server. [`crate::Sources`]
+/// gives each server its own.
+#[derive(Default)]
+pub struct Watcher {
+    /// `None` once tried: inotify is unavailable.
+    instance: OnceLock<Option<Arc<Instance>>>,
+}
+
+impl Watcher {
+    pub fn new() -> Watcher {
+        Watcher::default()
+    }
+
+    /// The instance; the first request makes it, for `server`.
+    fn instance(&self, server: &Arc<Server>) -> Option<&Arc<Instance>> {
+        self.instance.get_or_init(|| Instance::new(server)).as_ref()
+    }
+
+    /// The instance, if a request has made it.
+    fn started(&self) -> Option<&Arc<Instance>> {
+        self.instance.get().and_then(Option::as_ref)
+    }
+}
+
+struct Instance {
     fd: OwnedFd,
+    /// The server it watches for (which holds it).
+    server: Weak<Server>,
     state: Mutex<State>,
 }
 
-/// Connections to wake: (server, connection id).
-type Wakes = Vec<(Weak<Server>, u64)>;
+/// Connections to wake.
+type Wakes = Vec<u64>;
 
-static WATCHER: OnceLock<Option<Watcher>> = OnceLock::new();
-static THREAD: Once = Once::new();
-
-fn watcher() -> Option<&'static Watcher> {
-    let w = WATCHER
-        .get_or_init(|| match inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) {
-            Ok(fd) => Some(Watcher { fd, state: Mutex::new(State::default()) }),
-            Err(e) => {
-                tracing::warn!(error = %e, "inotify unavailable: CHANGE_NOTIFY reports no changes");
-                None
-            }
-        })
-        .as_ref()?;
-    THREAD.call_once(|| {
-        let spawned = std::thread::Builder::new().name("smbq-notify".into()).spawn(move || w.run());
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "no notify thread: changes are seen only when a connection looks");
-        }
-    });
-    Some(w)
-}
-
-fn key(server: &Arc<Server>, volatile: u64) -> (usize, u64) {
-    (Arc::as_ptr(server) as usize, volatile)
-}
-
-fn post(wakes: Wakes, skip: Option<(&Arc<Server>, u64)>) {
-    for (server, connection) in wakes {
-        let Some(server) = server.upgrade() else { continue };
-        if skip.is_some_and(|(s, c)| Arc::ptr_eq(s, &server) && c == connection) {
-            continue;
-        }
+/// Wake the connections in `wakes` but `skip` (the one asking, which looks for itself).
+fn post(server: &Server, wakes: Wakes, skip: Option<u64>) {
+    for connection in wakes.into_iter().filter(|&c| Some(c) != skip) {
         server.post(connection, Notice::Wake);
     }
+}
+
+/// Why a directory went unwatched.
+enum Refusal {
+    /// No watch to be had: the session's or the server's budget, or the
+    /// kernel's quota, is spent.
+    Full,
+    /// The directory cannot be watched (gone, or not beneath the share).
+    Failed(Errno),
 }
 
 /// A CHANGE_NOTIFY request on the directory open `open` (volatile id
 /// `volatile`) of connection `connection`: start watching it if this is
 /// the open's first request (with `filter`, `recursive` and `len`), then
 /// hand over what it has buffered or register `waiting`. An open that
-/// cannot be watched (no inotify, a directory gone) just waits.
+/// cannot be watched (no inotify, a directory gone) just waits; one past
+/// the watch budget gets STATUS_NOTIFY_ENUM_DIR (see the module doc).
 pub(crate) fn request(
     server: &Arc<Server>,
     connection: u64,
@@ -312,14 +404,16 @@ pub(crate) fn request(
     params: (u32, bool, u32),
     waiting: &Arc<Waiting>,
 ) -> Outcome {
-    let Some(w) = watcher() else { return Outcome::Nothing };
+    let Some(w) = server.notify.instance(server) else { return Outcome::Nothing };
     let (out, wakes) = {
         let mut st = w.lock();
         let wakes = w.drain(&mut st);
-        let existing = st.by_open.get(&key(server, volatile)).copied();
-        let id = match existing {
-            Some(id) => Some(id),
-            None => w.start(&mut st, server, connection, volatile, open, params),
+        let id = match st.by_open.get(&volatile).copied() {
+            Some(id) => {
+                w.refill(&mut st, id);
+                Some(id)
+            }
+            None => w.start(&mut st, connection, volatile, open, params),
         };
         let out = match id.and_then(|id| st.entries.get_mut(&id)) {
             Some(e) => {
@@ -335,23 +429,23 @@ pub(crate) fn request(
         };
         (out, wakes)
     };
-    post(wakes, Some((server, connection)));
+    post(server, wakes, Some(connection));
     out
 }
 
 /// What a waiting request of `len` bytes on open `volatile` gets now.
 pub(crate) fn poll(server: &Arc<Server>, connection: u64, volatile: u64, len: u32) -> Outcome {
-    let Some(w) = watcher() else { return Outcome::Nothing };
+    let Some(w) = server.notify.started() else { return Outcome::Nothing };
     let (out, wakes) = {
         let mut st = w.lock();
         let wakes = w.drain(&mut st);
-        let out = match st.by_open.get(&key(server, volatile)).copied().and_then(|id| st.entries.get_mut(&id)) {
+        let out = match st.by_open.get(&volatile).copied().and_then(|id| st.entries.get_mut(&id)) {
             Some(e) => take(e, len),
             None => Outcome::Nothing,
         };
         (out, wakes)
     };
-    post(wakes, Some((server, connection)));
+    post(server, wakes, Some(connection));
     out
 }
 
@@ -381,22 +475,21 @@ fn take(e: &mut Entry, len: u32) -> Outcome {
 
 /// The open `volatile` closed: drop its watch and buffer.
 pub(crate) fn forget(server: &Arc<Server>, volatile: u64) {
-    let Some(w) = WATCHER.get().and_then(Option::as_ref) else { return };
+    let Some(w) = server.notify.started() else { return };
     let mut st = w.lock();
-    if let Some(id) = st.by_open.get(&key(server, volatile)).copied() {
+    if let Some(id) = st.by_open.get(&volatile).copied() {
         w.remove(&mut st, id);
     }
 }
 
 /// Drop the watches of connection `connection` whose open `live` says is gone.
 pub(crate) fn sweep(server: &Arc<Server>, connection: u64, live: impl Fn(u64) -> bool) {
-    let Some(w) = WATCHER.get().and_then(Option::as_ref) else { return };
+    let Some(w) = server.notify.started() else { return };
     let mut st = w.lock();
-    let ptr = Arc::as_ptr(server) as usize;
     let gone: Vec<u64> = st
         .by_open
         .iter()
-        .filter(|((p, v), id)| *p == ptr && !live(*v) && st.entries.get(id).is_some_and(|e| e.connection == connection))
+        .filter(|(v, id)| !live(**v) && st.entries.get(id).is_some_and(|e| e.connection == connection))
         .map(|(_, &id)| id)
         .collect();
     for id in gone {
@@ -409,13 +502,12 @@ pub(crate) fn sweep(server: &Arc<Server>, connection: u64, live: impl Fn(u64) ->
 /// is share-relative in SMB form, `which` the CompletionFilter bits it
 /// matches. Every open watching it hears of it.
 pub fn changed(server: &Arc<Server>, share: &str, path: &str, act: u32, which: u32) {
-    let Some(w) = WATCHER.get().and_then(Option::as_ref) else { return };
+    let Some(w) = server.notify.started() else { return };
     let wakes = {
         let mut st = w.lock();
-        let ptr = Arc::as_ptr(server) as usize;
         let mut wakes = Vec::new();
         for e in st.entries.values_mut() {
-            if e.server.as_ptr() as usize != ptr || !e.share.eq_ignore_ascii_case(share) {
+            if !e.share.eq_ignore_ascii_case(share) {
                 continue;
             }
             let rel = if e.path.is_empty() {
@@ -427,28 +519,53 @@ pub fn changed(server: &Arc<Server>, share: &str, path: &str, act: u32, which: u
             e.emit(act, rel.to_string(), which);
             if e.dirty && e.waiter().is_some() {
                 e.dirty = false;
-                wakes.push((e.server.clone(), e.connection));
+                wakes.push(e.connection);
             }
         }
         wakes
     };
-    post(wakes, None);
+    post(server, wakes, None);
 }
 
-impl Watcher {
+impl Instance {
+    /// A new instance for `server`, its thread started; `None` (logged)
+    /// without inotify.
+    fn new(server: &Arc<Server>) -> Option<Arc<Instance>> {
+        let fd = match inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(error = %e, "inotify unavailable: CHANGE_NOTIFY reports no changes");
+                return None;
+            }
+        };
+        let table = Table { wds: HashMap::new(), budget: Budget::new(&server.config.limits, max_user_watches()) };
+        let state = State { entries: HashMap::new(), by_open: HashMap::new(), table, held: None, next_id: 0 };
+        let w = Arc::new(Instance { fd, server: Arc::downgrade(server), state: Mutex::new(state) });
+        let weak = Arc::downgrade(&w);
+        let spawned = std::thread::Builder::new().name("smbq-notify".into()).spawn(move || Instance::run(&weak));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no notify thread: changes are seen only when a connection looks");
+        }
+        Some(w)
+    }
+}
+
+impl Instance {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The thread: wait for events, hand them out, wake the connections
-    /// they concern; now and then drop watches whose open is gone.
-    fn run(&self) {
+    /// they concern; now and then drop watches whose open is gone. It
+    /// holds the instance only while it looks (at most [`SWEEP`]), and
+    /// ends once the server, and with it the instance, is gone.
+    fn run(weak: &Weak<Instance>) {
         let mut last_sweep = Instant::now();
-        loop {
-            let held = self.lock().held.is_some();
+        while let Some(w) = weak.upgrade() {
+            let held = w.lock().held.is_some();
             let wait = if held { MOVE_PAIRING } else { SWEEP };
             let ts = rustix::event::Timespec { tv_sec: wait.as_secs() as i64, tv_nsec: i64::from(wait.subsec_nanos()) };
-            let mut fds = [rustix::event::PollFd::new(&self.fd, rustix::event::PollFlags::IN)];
+            let mut fds = [rustix::event::PollFd::new(&w.fd, rustix::event::PollFlags::IN)];
             match rustix::event::poll(&mut fds, Some(&ts)) {
                 Ok(_) | Err(Errno::INTR) => {}
                 Err(e) => {
@@ -457,29 +574,31 @@ impl Watcher {
                 }
             }
             let wakes = {
-                let mut st = self.lock();
-                self.drain(&mut st)
+                let mut st = w.lock();
+                w.drain(&mut st)
             };
-            post(wakes, None);
+            let Some(server) = w.server.upgrade() else { return };
+            post(&server, wakes, None);
+            drop(server);
             if last_sweep.elapsed() >= SWEEP {
                 last_sweep = Instant::now();
-                self.sweep_dead();
+                w.sweep_dead();
             }
         }
     }
 
-    /// Drop watches whose server is gone or whose open left the file table.
+    /// Drop watches whose open left the file table.
     fn sweep_dead(&self) {
-        let candidates: Vec<(u64, Weak<Server>, u64, OpenOwner)> = {
+        let candidates: Vec<(u64, u64, OpenOwner)> = {
             let st = self.lock();
             st.entries
                 .iter()
-                .map(|(&id, e)| (id, e.server.clone(), e.file_key, OpenOwner { connection: e.connection, volatile: e.volatile }))
+                .map(|(&id, e)| (id, e.file_key, OpenOwner { connection: e.connection, volatile: e.volatile }))
                 .collect()
         };
         let mut dead = Vec::new();
-        for (id, server, file_key, owner) in candidates {
-            let alive = match server.upgrade() {
+        for (id, file_key, owner) in candidates {
+            let alive = match self.server.upgrade() {
                 None => false,
                 Some(_) if file_key == 0 => true,
                 Some(s) => s.lock_files().files.get(&file_key).is_some_and(|f| f.opens.iter().any(|o| o.owner == owner)),
@@ -533,7 +652,7 @@ impl Watcher {
         let mut wakes = Vec::new();
         for e in st.entries.values_mut() {
             if e.dirty && e.waiter().is_some() {
-                wakes.push((e.server.clone(), e.connection));
+                wakes.push(e.connection);
             }
             e.dirty = false;
         }
@@ -552,16 +671,18 @@ impl Watcher {
                 continue;
             }
             if ev.mask & IN_IGNORED != 0 {
-                if let Some(users) = st.wds.remove(&ev.wd) {
+                if let Some(users) = st.table.wds.remove(&ev.wd) {
                     for id in users {
                         if let Some(e) = st.entries.get_mut(&id) {
-                            e.watches.remove(&ev.wd);
+                            if e.watches.remove(&ev.wd).is_some() {
+                                st.table.budget.give(e.session, 1);
+                            }
                         }
                     }
                 }
                 continue;
             }
-            let users = st.wds.get(&ev.wd).cloned().unwrap_or_default();
+            let users = st.table.wds.get(&ev.wd).cloned().unwrap_or_default();
             let Some(name) = ev.name.clone() else {
                 if ev.mask & IN_DELETE_SELF != 0 {
                     for id in &users {
@@ -590,11 +711,11 @@ impl Watcher {
             if ev.mask & IN_MOVED_TO != 0 {
                 // Moved in from outside every watch of this instance.
                 for id in &users {
-                    self.with_entry(st, *id, |w, wds, e| {
+                    self.with_entry(st, *id, |w, t, e| {
                         let Some(rel) = e.rel(ev.wd, &name) else { return };
                         e.emit(action::ADDED, rel.clone(), name_filter);
                         if dir && e.recursive {
-                            w.add_tree(wds, e, &rel, false);
+                            w.add_tree(t, e, &rel, false);
                         } else if !dir {
                             remember_renamed(e, ev.wd, &name);
                         }
@@ -603,18 +724,18 @@ impl Watcher {
                 continue;
             }
             for id in &users {
-                self.with_entry(st, *id, |w, wds, e| {
+                self.with_entry(st, *id, |w, t, e| {
                     let Some(rel) = e.rel(ev.wd, &name) else { return };
                     if ev.mask & IN_CREATE != 0 {
                         e.emit(action::ADDED, rel.clone(), name_filter);
                         if dir && e.recursive {
-                            w.add_tree(wds, e, &rel, true);
+                            w.add_tree(t, e, &rel, true);
                         }
                     }
                     if ev.mask & IN_DELETE != 0 {
                         e.emit(action::REMOVED, rel.clone(), name_filter);
                         if dir {
-                            w.drop_tree(wds, e, &rel);
+                            w.drop_tree(t, e, &rel);
                         }
                     }
                     if ev.mask & IN_MODIFY != 0 {
@@ -637,16 +758,16 @@ impl Watcher {
     /// A MOVED_FROM and, if it stayed under this inotify instance, its MOVED_TO.
     fn moved(&self, st: &mut State, from: &Event, old: &str, to: Option<&Event>, dir: bool) {
         let name_filter = if dir { filter::DIR_NAME } else { filter::FILE_NAME };
-        let mut ids: Vec<u64> = st.wds.get(&from.wd).cloned().unwrap_or_default();
+        let mut ids: Vec<u64> = st.table.wds.get(&from.wd).cloned().unwrap_or_default();
         if let Some(t) = to {
-            for id in st.wds.get(&t.wd).cloned().unwrap_or_default() {
+            for id in st.table.wds.get(&t.wd).cloned().unwrap_or_default() {
                 if !ids.contains(&id) {
                     ids.push(id);
                 }
             }
         }
         for id in ids {
-            self.with_entry(st, id, |w, wds, e| {
+            self.with_entry(st, id, |w, t, e| {
                 let src = e.rel(from.wd, old);
                 let dst = to.and_then(|t| t.name.as_deref().and_then(|n| e.rel(t.wd, n)).map(|r| (t.wd, r)));
                 match (src, dst) {
@@ -668,13 +789,13 @@ impl Watcher {
                     (Some(src), None) => {
                         e.emit(action::REMOVED, src.clone(), name_filter);
                         if dir {
-                            w.drop_tree(wds, e, &src);
+                            w.drop_tree(t, e, &src);
                         }
                     }
                     (None, Some((to_wd, dst))) => {
                         e.emit(action::ADDED, dst.clone(), name_filter);
                         if dir && e.recursive {
-                            w.add_tree(wds, e, &dst, false);
+                            w.add_tree(t, e, &dst, false);
                         } else if let Some(n) = to.and_then(|t| t.name.as_deref()) {
                             if !dir {
                                 remember_renamed(e, to_wd, n);
@@ -688,17 +809,18 @@ impl Watcher {
     }
 
     /// Run `f` on entry `id` with the descriptor table borrowed beside it.
-    fn with_entry(&self, st: &mut State, id: u64, f: impl FnOnce(&Watcher, &mut HashMap<i32, Vec<u64>>, &mut Entry)) {
+    fn with_entry(&self, st: &mut State, id: u64, f: impl FnOnce(&Instance, &mut Table, &mut Entry)) {
         let Some(mut e) = st.entries.remove(&id) else { return };
-        f(self, &mut st.wds, &mut e);
+        f(self, &mut st.table, &mut e);
         st.entries.insert(id, e);
     }
 
-    /// Begin watching `open`; the new entry's id.
+    /// Begin watching `open`; the new entry's id. With no watch to be had
+    /// (the budget spent) the entry watches nothing and its first request
+    /// gets STATUS_NOTIFY_ENUM_DIR.
     fn start(
         &self,
         st: &mut State,
-        server: &Arc<Server>,
         connection: u64,
         volatile: u64,
         open: &Open,
@@ -715,8 +837,8 @@ impl Watcher {
         let id = st.next_id;
         let mut e = Entry {
             id,
-            server: Arc::downgrade(server),
             connection,
+            session: open.session_id,
             volatile,
             file_key: open.file_key,
             share: open.share.name.clone(),
@@ -730,36 +852,84 @@ impl Watcher {
             bytes: 0,
             overflow: false,
             deleted: false,
+            short: false,
             dirty: false,
             watches: HashMap::new(),
             renamed: Vec::new(),
         };
-        let wd = match self.add(&mut st.wds, &e, "") {
-            Ok(wd) => wd,
-            Err(err) => {
+        match self.add(&mut st.table, &mut e, "") {
+            Ok(_) if recursive => self.walk(&mut st.table, &mut e, "", false, &HashSet::new()),
+            Ok(_) => {}
+            Err(Refusal::Full) => e.set_overflow(),
+            Err(Refusal::Failed(err)) => {
                 tracing::debug!(path = %open.path, error = %err, "inotify_add_watch failed");
                 return None;
             }
-        };
-        e.watches.insert(wd, String::new());
-        if recursive {
-            self.walk(&mut st.wds, &mut e, "", false);
         }
         st.entries.insert(id, e);
-        st.by_open.insert(key(server, volatile), id);
+        st.by_open.insert(volatile, id);
         Some(id)
     }
 
-    /// Watch the directory `rel` (relative to the entry's base; "" is the base).
-    fn add(&self, wds: &mut HashMap<i32, Vec<u64>>, e: &Entry, rel: &str) -> Result<i32, Errno> {
-        let fd = beneath(e.base.as_fd(), rel, OFlags::PATH | OFlags::DIRECTORY)?;
-        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        let wd = inotify::add_watch(&self.fd, path.as_str(), inotify::WatchFlags::from_bits_retain(e.mask()))?;
-        let users = wds.entry(wd).or_default();
+    /// A new request on entry `id`: if it went short of watches and its
+    /// session has room again, watch what it lacks.
+    fn refill(&self, st: &mut State, id: u64) {
+        self.with_entry(st, id, |w, t, e| {
+            if e.short && t.budget.room(e.session) {
+                w.fill(t, e);
+            }
+        });
+    }
+
+    /// Watch the directories `e` lacks, as far as the budget goes. Changes
+    /// there went unseen until now: if it watches more, it overflows.
+    fn fill(&self, t: &mut Table, e: &mut Entry) {
+        e.short = false;
+        let before = e.watches.len();
+        let base = e.watches.values().any(String::is_empty) || self.add(t, e, "").is_ok();
+        if base && e.recursive {
+            let known: HashSet<String> = e.watches.values().cloned().collect();
+            self.walk(t, e, "", false, &known);
+        }
+        if e.watches.len() > before {
+            e.set_overflow();
+        }
+    }
+
+    /// Watch the directory `rel` ("" is the entry's base) for `e`, a watch
+    /// its session's budget pays for.
+    fn add(&self, t: &mut Table, e: &mut Entry, rel: &str) -> Result<i32, Refusal> {
+        if !t.budget.take(e.session) {
+            e.short = true;
+            return Err(Refusal::Full);
+        }
+        let wd = match self.add_watch(e, rel) {
+            Ok(wd) => wd,
+            Err(err) => {
+                t.budget.give(e.session, 1);
+                if err == Errno::NOSPC {
+                    // The kernel's quota (fs.inotify.max_user_watches) is spent.
+                    e.short = true;
+                    return Err(Refusal::Full);
+                }
+                return Err(Refusal::Failed(err));
+            }
+        };
+        let users = t.wds.entry(wd).or_default();
         if !users.contains(&e.id) {
             users.push(e.id);
         }
+        // The same directory under another name (a bind mount): one watch.
+        if e.watches.insert(wd, rel.to_string()).is_some() {
+            t.budget.give(e.session, 1);
+        }
         Ok(wd)
+    }
+
+    fn add_watch(&self, e: &Entry, rel: &str) -> Result<i32, Errno> {
+        let fd = beneath(e.base.as_fd(), rel, OFlags::PATH | OFlags::DIRECTORY)?;
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        inotify::add_watch(&self.fd, path.as_str(), inotify::WatchFlags::from_bits_retain(e.mask()))
     }
 
     fn unuse(&self, wds: &mut HashMap<i32, Vec<u64>>, id: u64, wd: i32) {
@@ -776,26 +946,22 @@ impl Watcher {
     /// A new directory `rel` in a tree watch: watch it and everything
     /// under it. `report` (a directory just created, not moved in): what
     /// it already holds was created after it, so report it as ADDED.
-    fn add_tree(&self, wds: &mut HashMap<i32, Vec<u64>>, e: &mut Entry, rel: &str, report: bool) {
+    fn add_tree(&self, t: &mut Table, e: &mut Entry, rel: &str, report: bool) {
         if e.watches.values().any(|p| p == rel) {
             return;
         }
-        if e.watches.len() >= MAX_WATCHES {
-            e.set_overflow();
-            return;
-        }
-        match self.add(wds, e, rel) {
-            Ok(wd) => {
-                e.watches.insert(wd, rel.to_string());
-                self.walk(wds, e, rel, report);
-            }
-            Err(err) => tracing::debug!(%rel, error = %err, "subdirectory not watched"),
+        match self.add(t, e, rel) {
+            Ok(_) => self.walk(t, e, rel, report, &HashSet::new()),
+            Err(Refusal::Full) => e.set_overflow(),
+            Err(Refusal::Failed(err)) => tracing::debug!(%rel, error = %err, "subdirectory not watched"),
         }
     }
 
-    /// Watch every directory below `top` (already watched); with
-    /// `report`, each entry found is ADDED.
-    fn walk(&self, wds: &mut HashMap<i32, Vec<u64>>, e: &mut Entry, top: &str, report: bool) {
+    /// Watch every directory below `top` (already watched) but those in
+    /// `known` (already watched too; what is below them is visited); with
+    /// `report`, each entry found is ADDED. Past the budget the entry
+    /// overflows and the walk stops.
+    fn walk(&self, t: &mut Table, e: &mut Entry, top: &str, report: bool, known: &HashSet<String>) {
         let mut queue = vec![top.to_string()];
         while let Some(dir) = queue.pop() {
             for (name, is_dir) in list(e.base.as_fd(), &dir) {
@@ -806,36 +972,39 @@ impl Watcher {
                 if !is_dir {
                     continue;
                 }
-                if e.watches.len() >= MAX_WATCHES {
-                    e.set_overflow();
-                    return;
+                if known.contains(&rel) {
+                    queue.push(rel);
+                    continue;
                 }
-                match self.add(wds, e, &rel) {
-                    Ok(wd) => {
-                        e.watches.insert(wd, rel.clone());
-                        queue.push(rel);
+                match self.add(t, e, &rel) {
+                    Ok(_) => queue.push(rel),
+                    Err(Refusal::Full) => {
+                        e.set_overflow();
+                        return;
                     }
-                    Err(err) => tracing::debug!(%rel, error = %err, "subdirectory not watched"),
+                    Err(Refusal::Failed(err)) => tracing::debug!(%rel, error = %err, "subdirectory not watched"),
                 }
             }
         }
     }
 
     /// The directory `rel` left the tree: stop watching it and below.
-    fn drop_tree(&self, wds: &mut HashMap<i32, Vec<u64>>, e: &mut Entry, rel: &str) {
+    fn drop_tree(&self, t: &mut Table, e: &mut Entry, rel: &str) {
         let below = format!("{rel}\\");
         let gone: Vec<i32> = e.watches.iter().filter(|(_, p)| *p == rel || p.starts_with(&below)).map(|(&wd, _)| wd).collect();
         for wd in gone {
             e.watches.remove(&wd);
-            self.unuse(wds, e.id, wd);
+            t.budget.give(e.session, 1);
+            self.unuse(&mut t.wds, e.id, wd);
         }
     }
 
     fn remove(&self, st: &mut State, id: u64) {
         let Some(e) = st.entries.remove(&id) else { return };
         st.by_open.retain(|_, v| *v != id);
+        st.table.budget.give(e.session, e.watches.len());
         for &wd in e.watches.keys() {
-            self.unuse(&mut st.wds, id, wd);
+            self.unuse(&mut st.table.wds, id, wd);
         }
     }
 }
@@ -962,6 +1131,45 @@ mod tests {
         assert_eq!(u32::from_le_bytes(b[20..24].try_into().expect("4 bytes")), action::REMOVED);
         assert_eq!(entry_size("ab"), 16);
         assert_eq!(entry_size("abc"), 20);
+    }
+
+    fn limits(per_session: usize, total: usize) -> crate::config::Limits {
+        crate::config::Limits { notify_watches_per_session: per_session, notify_watches: total, ..Default::default() }
+    }
+
+    #[test]
+    fn a_session_at_its_bound_leaves_the_others_theirs() {
+        let mut b = Budget::new(&limits(3, 5), None);
+        assert!((0..3).all(|_| b.take(1)));
+        assert!(!b.take(1), "session 1 holds its maximum");
+        assert!(!b.room(1));
+        assert!(b.room(2), "session 2 holds nothing yet");
+        assert!(b.take(2) && b.take(2));
+        assert!(!b.take(2), "the server's total is spent");
+        assert!(!b.take(3), "for every session");
+        b.give(1, 3);
+        assert_eq!(b.held.get(&1), None, "a session holding nothing is forgotten");
+        assert!(b.take(3), "what session 1 gave back is to be had");
+        assert_eq!((b.all, b.held.get(&2), b.held.get(&3)), (3, Some(&2), Some(&1)));
+    }
+
+    #[test]
+    fn giving_back_more_than_is_held_changes_nothing_else() {
+        let mut b = Budget::new(&limits(4, 8), None);
+        b.give(9, 1);
+        assert_eq!(b.all, 0);
+        assert!(b.take(1) && b.take(2));
+        b.give(1, 5);
+        assert_eq!((b.all, b.held.get(&1), b.held.get(&2)), (1, None, Some(&1)));
+    }
+
+    #[test]
+    fn the_total_is_at_most_half_the_kernel_quota() {
+        assert_eq!(Budget::new(&limits(10, 4096), Some(8192)).total, 4096);
+        assert_eq!(Budget::new(&limits(10, 4096), Some(1000)).total, 500);
+        assert_eq!(Budget::new(&limits(10, 4096), Some(1)).total, 1);
+        assert_eq!(Budget::new(&limits(10, 4096), None).total, 4096);
+        assert_eq!(Budget::new(&limits(10, 4096), Some(1 << 20)).total, 4096);
     }
 
     #[test]

@@ -176,19 +176,29 @@ struct Mailbox {
 /// ([`Sources::system`]), or a test's fixed clock and seeded generator
 /// ([`Sources::seeded`]), with which the same requests get the same
 /// answers byte for byte. (Timers run on the `Instant` the transport
-/// passes in.)
+/// passes in.) And where it hears of changes to watched directories:
+/// each server has its own [`crate::notify::Watcher`].
 pub struct Sources {
     pub clock: Box<dyn Fn() -> SystemTime + Send + Sync>,
     pub rng: Box<dyn rand::RngCore + Send>,
+    pub notify: crate::notify::Watcher,
 }
 
 impl Sources {
     pub fn system() -> Sources {
-        Sources { clock: Box::new(SystemTime::now), rng: Box::new(<rand::rngs::StdRng as rand::SeedableRng>::from_entropy()) }
+        Sources {
+            clock: Box::new(SystemTime::now),
+            rng: Box::new(<rand::rngs::StdRng as rand::SeedableRng>::from_entropy()),
+            notify: crate::notify::Watcher::new(),
+        }
     }
 
     pub fn seeded(seed: u64, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Sources {
-        Sources { clock: Box::new(clock), rng: Box::new(<rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed)) }
+        Sources {
+            clock: Box::new(clock),
+            rng: Box::new(<rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed)),
+            notify: crate::notify::Watcher::new(),
+        }
     }
 }
 
@@ -223,6 +233,8 @@ pub struct Server {
     pub(crate) clients: crate::client::Registry,
     /// Durable opens whose connection is gone.
     pub(crate) durable: Mutex<crate::durable::Table>,
+    /// Watches directories for CHANGE_NOTIFY (from [`Sources`]).
+    pub(crate) notify: crate::notify::Watcher,
 }
 
 /// What [`Server::reload`] changed.
@@ -262,7 +274,7 @@ impl Server {
 
     /// As [`Server::new`], with the clock and randomness given.
     pub fn with_sources(config: ServerConfig, users: UserDb, sources: Sources) -> Result<Server, String> {
-        let Sources { clock, mut rng } = sources;
+        let Sources { clock, mut rng, notify } = sources;
         config.limits.check()?;
         let shares = open_shares(&config.shares, &[])?;
         Ok(Server {
@@ -285,6 +297,7 @@ impl Server {
             durable: Mutex::new(Default::default()),
             clients: Default::default(),
             adopted: Default::default(),
+            notify,
             config,
         })
     }

@@ -7,7 +7,10 @@
 //! requests are kept for the next one, as Windows does. A request that
 //! finds changes waiting completes at once; otherwise it goes async and
 //! completes when a change arrives (FILE_NOTIFY_INFORMATION entries), with
-//! STATUS_NOTIFY_ENUM_DIR and no data when they do not fit, with
+//! STATUS_NOTIFY_ENUM_DIR and no data when they do not fit (or when
+//! watching the directory or its tree takes more inotify watches than
+//! `limits.notify_watches_per_session` or `limits.notify_watches` leave:
+//! the client enumerates the directory instead), with
 //! STATUS_DELETE_PENDING when the directory is being deleted, with
 //! STATUS_CANCELLED on CANCEL (dispatch) and with STATUS_NOTIFY_CLEANUP
 //! when its handle closes.
