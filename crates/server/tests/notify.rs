@@ -5,7 +5,7 @@
 
 use smbq_auth::{ClientAuth, UserDb};
 use smbq_server::notify::{action, filter};
-use smbq_server::{Connection, Server, ServerConfig, ShareConfig, TransportInfo, TransportKind};
+use smbq_server::{Connection, Limits, Server, ServerConfig, ShareConfig, TransportInfo, TransportKind};
 use smbq_wire::header::{flags, HEADER_LEN};
 use smbq_wire::{framing, Command, Dialect, Header, NtStatus};
 use std::path::Path;
@@ -22,7 +22,8 @@ const NOTIFY_CLEANUP: NtStatus = NtStatus(0x0000_010B);
 
 struct Client {
     conn: Connection,
-    dir: tempfile::TempDir,
+    server: Arc<Server>,
+    dir: Arc<tempfile::TempDir>,
     next_id: u64,
     session_id: u64,
     tree_id: u32,
@@ -31,14 +32,28 @@ struct Client {
 impl Client {
     /// NEGOTIATE (SMB 2.1), SESSION_SETUP (NTLM), TREE_CONNECT to `share`.
     fn connect() -> Client {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Client::with_limits(Limits::default())
+    }
+
+    /// As [`Client::connect`], to a server with `limits`.
+    fn with_limits(limits: Limits) -> Client {
+        let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
         let mut users = UserDb::new();
         users.add("alice", "secret");
-        let mut config = ServerConfig { shares: vec![ShareConfig::new("share", dir.path())], ..ServerConfig::default() };
-        config.limits.failed_logon_delay_ms = 0;
-        let server = Arc::new(Server::new(config, users).expect("server"));
+        let limits = Limits { failed_logon_delay_ms: 0, ..limits };
+        let config = ServerConfig { shares: vec![ShareConfig::new("share", dir.path())], limits, ..ServerConfig::default() };
+        Client::logon(Arc::new(Server::new(config, users).expect("server")), dir)
+    }
+
+    /// Another client of the same server, with a session of its own.
+    fn another(&self) -> Client {
+        Client::logon(Arc::clone(&self.server), Arc::clone(&self.dir))
+    }
+
+    fn logon(server: Arc<Server>, dir: Arc<tempfile::TempDir>) -> Client {
         let info = TransportInfo { kind: TransportKind::Tcp, peer: None, local: None, secure: false, streams: 1 };
-        let mut c = Client { conn: Connection::new(server, info, Instant::now()), dir, next_id: 0, session_id: 0, tree_id: 0 };
+        let conn = Connection::new(Arc::clone(&server), info, Instant::now());
+        let mut c = Client { conn, server, dir, next_id: 0, session_id: 0, tree_id: 0 };
 
         let mut m = vec![0u8; HEADER_LEN];
         smbq_wire::negotiate::encode_request(&mut m, 0, &[Dialect::SMB210], 1, 0, [7; 16], &[]);
@@ -327,4 +342,81 @@ fn a_file_handle_cannot_be_watched() {
     let fid: [u8; 16] = r[HEADER_LEN + 64..HEADER_LEN + 80].try_into().expect("FileId");
     let r = c.notify(fid, 4096, NAMES, false);
     assert_eq!(final_notify(r.into_iter().next().expect("a response")).map(|r| r.0), Some(NtStatus::INVALID_PARAMETER));
+}
+
+/// A server that allows each session 4 inotify watches and all of them 6.
+fn watch_limits() -> Limits {
+    Limits { notify_watches_per_session: 4, notify_watches: 6, ..Limits::default() }
+}
+
+/// `top` with directories d0..d`n` below it, each holding one more.
+fn deep_tree(top: &Path, n: usize) {
+    let mut dir = top.to_path_buf();
+    for i in 0..n {
+        dir = dir.join(format!("d{i}"));
+    }
+    std::fs::create_dir_all(dir).expect("mkdir -p");
+}
+
+#[test]
+fn a_session_past_its_watches_gets_notify_enum_dir_and_another_session_is_served() {
+    let mut a = Client::with_limits(watch_limits());
+    let mut b = a.another();
+    deep_tree(&a.root().join("deep"), 8);
+    let deep = a.open_dir("deep");
+    // 9 directories, 4 watches: the tree watch overflows at once.
+    let (status, changes) = a.notify(deep, 4096, NAMES, true).into_iter().find_map(final_notify).expect("at once");
+    assert_eq!((status, changes), (NtStatus::NOTIFY_ENUM_DIR, vec![]));
+    // The next request waits, and hears of what happens where it has a watch.
+    a.notify_pending(deep, 4096, NAMES, true);
+    std::fs::write(a.root().join("deep").join("d0").join("seen"), b"").expect("create");
+    assert_eq!(a.wait_final(), (NtStatus::SUCCESS, vec![(action::ADDED, "d0\\seen".to_string())]));
+    // The session has no watch left, not even for a directory alone.
+    let other = a.open_dir("other");
+    let (status, _) = a.notify(other, 4096, NAMES, false).into_iter().find_map(final_notify).expect("at once");
+    assert_eq!(status, NtStatus::NOTIFY_ENUM_DIR);
+
+    // Another session's watch works while the first holds its maximum.
+    let fid = b.open_dir("mine");
+    b.notify_pending(fid, 4096, NAMES, false);
+    std::fs::write(b.root().join("mine").join("new.txt"), b"").expect("create");
+    assert_eq!(b.wait_final(), (NtStatus::SUCCESS, vec![(action::ADDED, "new.txt".to_string())]));
+    // It holds 1 of the 2 left of the total; a tree of 3 takes the other
+    // and overflows.
+    deep_tree(&b.root().join("three"), 2);
+    let three = b.open_dir("three");
+    let (status, _) = b.notify(three, 4096, NAMES, true).into_iter().find_map(final_notify).expect("at once");
+    assert_eq!(status, NtStatus::NOTIFY_ENUM_DIR);
+
+    // Closing the tree watch's handle frees its watches: the first session's
+    // other directory, refused before, is watched at its next request, which
+    // reports STATUS_NOTIFY_ENUM_DIR for what went unseen, then waits.
+    a.close(deep);
+    let (status, _) = a.notify(other, 4096, NAMES, false).into_iter().find_map(final_notify).expect("at once");
+    assert_eq!(status, NtStatus::NOTIFY_ENUM_DIR);
+    a.notify_pending(other, 4096, NAMES, false);
+    std::fs::write(a.root().join("other").join("late"), b"").expect("create");
+    assert_eq!(a.wait_final(), (NtStatus::SUCCESS, vec![(action::ADDED, "late".to_string())]));
+}
+
+#[test]
+fn each_server_has_its_own_watcher_and_it_goes_with_the_server() {
+    let mut a = Client::connect();
+    let mut b = Client::connect();
+    let (fa, fb) = (a.open_dir("watched"), b.open_dir("watched"));
+    a.notify_pending(fa, 4096, NAMES, false);
+    b.notify_pending(fb, 4096, NAMES, false);
+    // The same volatile id on two servers names two opens.
+    std::fs::write(b.root().join("watched").join("only-b"), b"").expect("create");
+    assert_eq!(b.wait_final(), (NtStatus::SUCCESS, vec![(action::ADDED, "only-b".to_string())]));
+    std::fs::write(a.root().join("watched").join("only-a"), b"").expect("create");
+    assert_eq!(a.wait_final(), (NtStatus::SUCCESS, vec![(action::ADDED, "only-a".to_string())]));
+    // Its thread holds the server only while it wakes a connection.
+    let server = Arc::downgrade(&a.server);
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.upgrade().is_some() {
+        assert!(Instant::now() < deadline, "the server outlives its last connection");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
