@@ -156,11 +156,10 @@ impl ConnState {
                 Some(next) => {
                     moved.push((sid, next));
                     self.server.move_session(sid, next);
-                    let mut files = self.server.lock_files();
                     for o in self.opens.values_mut().filter(|o| o.session_id == sid && o.home == me) {
                         let old = o.owner();
                         o.home = next;
-                        if let Some(e) = files.files.get_mut(&o.file_key) {
+                        if let Some(mut e) = self.server.files.get(o.file_key) {
                             e.reown(old, o.owner());
                         }
                     }

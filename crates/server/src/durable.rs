@@ -127,8 +127,7 @@ impl Server {
         let old = open.owner();
         let new = OpenOwner { connection: DISCONNECTED, volatile: open.file_id.volatile };
         {
-            let mut files = self.lock_files();
-            let Some(e) = files.files.get_mut(&open.file_key) else { return Some(open) };
+            let Some(mut e) = self.files.get(open.file_key) else { return Some(open) };
             let lease = e.opens.iter().find(|o| o.owner == old).and_then(|o| o.lease);
             let keep = match lease {
                 Some(id) => e.leases.iter().any(|l| l.id == id && l.state & crate::oplock::HANDLE != 0 && l.breaking.is_none()),
@@ -176,7 +175,7 @@ impl Server {
         drop(t);
         let old = open.owner();
         open.home = connection;
-        if let Some(e) = self.lock_files().files.get_mut(&open.file_key) {
+        if let Some(mut e) = self.files.get(open.file_key) {
             e.reown(old, open.owner());
         }
         Ok(open)
@@ -185,8 +184,7 @@ impl Server {
     /// Whether open `persistent` is still held by a connection other than
     /// `connection` (one whose loss the server may not have noticed yet).
     pub(crate) fn open_elsewhere(&self, persistent: u64, connection: u64) -> bool {
-        let files = self.lock_files();
-        files.files.values().flat_map(|e| &e.opens).any(|o| {
+        self.files.any_open(|o| {
             o.owner.volatile == persistent && o.owner.connection != connection && o.owner.connection != DISCONNECTED
         })
     }

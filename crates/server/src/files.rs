@@ -4,6 +4,7 @@
 //! connections wait for a change to it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Identifies one open server-wide.
@@ -70,6 +71,10 @@ pub struct ByteLock {
 
 #[derive(Debug, Default)]
 pub struct FileEntry {
+    /// Its key in the [`FileTable`].
+    pub key: u64,
+    /// In the table; false once removed, for whoever waited on its lock.
+    pub(crate) live: bool,
     /// The file's share-relative path as of its latest open or rename,
     /// whichever connection did it (delete-on-close unlinks this name).
     pub path: String,
@@ -196,6 +201,13 @@ impl FileEntry {
         }
     }
 
+    /// The parent lease key the open `owner` made its lease with, as the
+    /// lease it names: (its ClientGuid, ParentLeaseKey).
+    pub fn parent_lease(&mut self, owner: OpenOwner) -> Option<LeaseId> {
+        let id = self.opens.iter().find(|o| o.owner == owner)?.lease?;
+        self.lease_mut(&id)?.parent.map(|p| (id.0, p))
+    }
+
     /// Note that connection `id` waits for a change to this file.
     pub fn wait(&mut self, id: u64) {
         if !self.waiters.contains(&id) {
@@ -204,30 +216,123 @@ impl FileEntry {
     }
 }
 
-/// Keyed by `FileStat::file_id` for files and directories. A named
-/// stream has an entry of its own ([`FileTable::stream_key`]): its share
-/// modes, oplocks, leases and locks are its own, as on NTFS, while
+/// A file's state, locked alone: [`FileTable::get`] and
+/// [`FileTable::entry`] hand it out. An entry left with no open, no
+/// waiter and no pending delete (a CREATE that failed after locking the
+/// file) leaves the table when its lock does.
+pub struct FileLock<'t> {
+    table: &'t FileTable,
+    entry: parking_lot::ArcMutexGuard<parking_lot::RawMutex, FileEntry>,
+}
+
+impl std::ops::Deref for FileLock<'_> {
+    type Target = FileEntry;
+    fn deref(&self) -> &FileEntry {
+        &self.entry
+    }
+}
+
+impl std::ops::DerefMut for FileLock<'_> {
+    fn deref_mut(&mut self) -> &mut FileEntry {
+        &mut self.entry
+    }
+}
+
+impl Drop for FileLock<'_> {
+    fn drop(&mut self) {
+        let e = &mut *self.entry;
+        if e.live && e.opens.is_empty() && e.locks.is_empty() && e.waiters.is_empty() && !e.delete_pending {
+            self.table.remove(e);
+        }
+    }
+}
+
+/// The open-file table: one [`FileEntry`] per open file, each behind its
+/// own lock, and an index that finds them.
+///
+/// Keyed by `FileStat::file_id` (dev:inode) for files and directories. A
+/// named stream has an entry of its own ([`FileTable::stream_key`]): its
+/// share modes, oplocks, leases and locks are its own, as on NTFS, while
 /// `FileStat::file_id` (what clients see) is its file's.
-#[derive(Debug, Default)]
+///
+/// # Lock order
+/// This is the one place that names it:
+/// 1. a file's lock ([`FileLock`]), at most one at a time, but for a file
+///    and then its named streams (a file's DELETE open checks them);
+/// 2. the index, innermost: held only to find, add or remove an entry,
+///    never while a file's lock is taken, never across a system call.
+///
+/// A file's lock may be held across system calls on that file (CREATE's
+/// access checks, open and truncation), never across one that waits for
+/// another file or another connection: requests on different files never
+/// wait for each other.
+#[derive(Default)]
 pub struct FileTable {
-    pub files: HashMap<u64, FileEntry>,
+    index: parking_lot::Mutex<Index>,
+}
+
+#[derive(Default)]
+struct Index {
+    files: HashMap<u64, Arc<parking_lot::Mutex<FileEntry>>>,
     /// Which file each lease is on (a lease key names one file).
-    pub leases: HashMap<LeaseId, u64>,
+    leases: HashMap<LeaseId, u64>,
     /// The entry key of each open named stream, by its file's key and
     /// folded name.
-    pub streams: HashMap<(u64, String), u64>,
+    streams: HashMap<(u64, String), u64>,
 }
 
 impl FileTable {
+    /// File `key`'s entry, locked, if it has one.
+    pub fn get(&self, key: u64) -> Option<FileLock<'_>> {
+        loop {
+            let slot = Arc::clone(self.index.lock().files.get(&key)?);
+            let entry = slot.lock_arc();
+            // Removed between the lookup and the lock: look again.
+            if entry.live {
+                return Some(FileLock { table: self, entry });
+            }
+        }
+    }
+
+    /// File `key`'s entry, locked, made if it has none.
+    pub fn entry(&self, key: u64) -> FileLock<'_> {
+        loop {
+            let slot = Arc::clone(self.index.lock().files.entry(key).or_insert_with(|| {
+                Arc::new(parking_lot::Mutex::new(FileEntry { key, live: true, ..FileEntry::default() }))
+            }));
+            let entry = slot.lock_arc();
+            if entry.live {
+                return FileLock { table: self, entry };
+            }
+        }
+    }
+
     /// [`FileEntry::show_times`] of the file `st` is, if it is open.
     pub fn show_times(&self, st: &mut smbq_vfs::FileStat, now: Instant) {
-        if let Some(e) = self.files.get(&st.file_id) {
+        if let Some(e) = self.get(st.file_id) {
             e.show_times(st, now);
         }
     }
 
-    pub fn entry(&mut self, key: u64) -> &mut FileEntry {
-        self.files.entry(key).or_default()
+    /// Whether any open of any file is `pred`'s (each file locked in turn).
+    pub fn any_open(&self, pred: impl Fn(&OpenRef) -> bool) -> bool {
+        let slots: Vec<_> = self.index.lock().files.values().cloned().collect();
+        slots.iter().any(|s| s.lock().opens.iter().any(&pred))
+    }
+
+    /// Whether any file has a lease.
+    pub fn any_lease(&self) -> bool {
+        !self.index.lock().leases.is_empty()
+    }
+
+    /// The file lease `id` is on.
+    pub fn lease_file(&self, id: &LeaseId) -> Option<u64> {
+        self.index.lock().leases.get(id).copied()
+    }
+
+    /// Lease `id` is on the file `e` holds.
+    pub fn add_lease(&self, e: &FileEntry, id: LeaseId) {
+        self.index.lock().leases.insert(id, e.key);
     }
 
     /// The entry key of named stream `name` of the file keyed `base`: the
@@ -235,87 +340,86 @@ impl FileTable {
     /// A renamed stream keeps its key ([`FileTable::rename_stream`]).
     pub fn stream_key(&self, base: u64, name: &str) -> u64 {
         let folded = smbq_vfs::fold_stream_name(name);
-        if let Some(&k) = self.streams.get(&(base, folded.clone())) {
+        let index = self.index.lock();
+        if let Some(&k) = index.streams.get(&(base, folded.clone())) {
             return k;
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
         std::hash::Hash::hash(&(base, &folded), &mut h);
         let mut k = std::hash::Hasher::finish(&h);
-        while k == 0 || self.files.contains_key(&k) {
+        while k == 0 || index.files.contains_key(&k) {
             k = k.wrapping_add(1);
         }
         k
     }
 
-    /// The entry of a stream's new open, registered under its name.
-    pub fn stream_entry(&mut self, key: u64, base: u64, name: &str) -> &mut FileEntry {
+    /// The entry `e` is named stream `name` of the file keyed `base`.
+    pub fn set_stream(&self, e: &mut FileEntry, base: u64, name: &str) {
         let id = (base, smbq_vfs::fold_stream_name(name));
-        self.streams.insert(id.clone(), key);
-        let e = self.files.entry(key).or_default();
+        self.index.lock().streams.insert(id.clone(), e.key);
         e.stream = Some(id);
-        e
     }
 
-    /// A stream of file `base` was renamed to `name`: its entry is found
-    /// by the new name.
-    pub fn rename_stream(&mut self, key: u64, name: &str) {
-        let Some(e) = self.files.get_mut(&key) else { return };
+    /// The stream `e` holds was renamed to `name`: its entry is found by
+    /// the new name.
+    pub fn rename_stream(&self, e: &mut FileEntry, name: &str) {
         let Some((base, old)) = e.stream.take() else { return };
         let id = (base, smbq_vfs::fold_stream_name(name));
-        self.streams.remove(&(base, old));
-        self.streams.insert(id.clone(), key);
+        let mut index = self.index.lock();
+        index.streams.remove(&(base, old));
+        index.streams.insert(id.clone(), e.key);
         e.stream = Some(id);
     }
 
     /// The keys of the open streams of the file keyed `base`.
     pub fn open_streams(&self, base: u64) -> Vec<u64> {
-        self.streams.iter().filter(|((b, _), _)| *b == base).map(|(_, &k)| k).collect()
+        self.index.lock().streams.iter().filter(|((b, _), _)| *b == base).map(|(_, &k)| k).collect()
     }
 
-    /// The parent lease key the open `owner` of file `key` made its lease
-    /// with, as the lease it names: (its ClientGuid, ParentLeaseKey).
-    pub fn parent_lease(&mut self, key: u64, owner: OpenOwner) -> Option<LeaseId> {
-        let e = self.files.get_mut(&key)?;
-        let id = e.opens.iter().find(|o| o.owner == owner)?.lease?;
-        e.lease_mut(&id)?.parent.map(|p| (id.0, p))
-    }
-
-    /// Drop an open and its locks; returns whether it was the last open
-    /// (the entry is then removed) and the connections to wake.
-    pub fn remove_open(&mut self, key: u64, owner: OpenOwner) -> (bool, Vec<u64>) {
-        let Some(e) = self.files.get_mut(&key) else { return (true, Vec::new()) };
+    /// Drop open `owner` of the file `e` holds, and its locks; returns
+    /// whether it was the last open (the entry is then removed) and the
+    /// connections to wake.
+    pub fn remove_open(&self, e: &mut FileEntry, owner: OpenOwner) -> (bool, Vec<u64>) {
         let lease = e.opens.iter().find(|o| o.owner == owner).and_then(|o| o.lease);
         e.opens.retain(|o| o.owner != owner);
         e.locks.retain(|l| l.owner != owner);
         // A lease lives as long as an open made under it.
         if let Some(id) = lease.filter(|id| !e.opens.iter().any(|o| o.lease.as_ref() == Some(id))) {
             e.leases.retain(|l| l.id != id);
-            self.leases.remove(&id);
+            self.index.lock().leases.remove(&id);
         }
-        let Some(e) = self.files.get_mut(&key) else { return (true, Vec::new()) };
         let waiters = std::mem::take(&mut e.waiters);
         if !e.opens.is_empty() {
             return (false, waiters);
         }
         // A file deleted while its streams are open stays, delete
         // pending, until they close (MS-FSA 2.1.5.4).
-        if e.delete_pending && e.stream.is_none() && !self.open_streams(key).is_empty() {
+        if e.delete_pending && e.stream.is_none() && !self.open_streams(e.key).is_empty() {
             return (false, waiters);
         }
-        if let Some(id) = self.files.remove(&key).and_then(|e| e.stream) {
-            self.streams.remove(&id);
-        }
+        self.remove(e);
         (true, waiters)
+    }
+
+    /// Take the entry `e` holds out of the table.
+    fn remove(&self, e: &mut FileEntry) {
+        e.live = false;
+        let mut index = self.index.lock();
+        index.files.remove(&e.key);
+        if let Some(id) = e.stream.take() {
+            index.streams.remove(&id);
+        }
     }
 
     /// After the last open of a stream of file `base` closed: the file's
     /// path if its deletion waited for that (its entry is then gone).
-    pub fn deferred_delete(&mut self, base: u64) -> Option<String> {
-        let e = self.files.get(&base)?;
+    pub fn deferred_delete(&self, base: u64) -> Option<String> {
+        let mut e = self.get(base)?;
         if !(e.opens.is_empty() && e.delete_pending && self.open_streams(base).is_empty()) {
             return None;
         }
-        self.files.remove(&base).map(|e| e.path)
+        self.remove(&mut e);
+        Some(std::mem::take(&mut e.path))
     }
 }
 

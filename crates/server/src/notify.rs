@@ -601,7 +601,7 @@ impl Instance {
             let alive = match self.server.upgrade() {
                 None => false,
                 Some(_) if file_key == 0 => true,
-                Some(s) => s.lock_files().files.get(&file_key).is_some_and(|f| f.opens.iter().any(|o| o.owner == owner)),
+                Some(s) => s.files.get(file_key).is_some_and(|f| f.opens.iter().any(|o| o.owner == owner)),
             };
             if !alive {
                 dead.push((id, owner));

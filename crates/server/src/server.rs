@@ -212,7 +212,8 @@ pub struct Server {
     pub guid: [u8; 16],
     /// FILETIME of start-up.
     pub start_time: u64,
-    pub files: Mutex<FileTable>,
+    /// The open files, each locked alone (see its lock order).
+    pub files: FileTable,
     next_connection_id: AtomicU64,
     next_volatile: AtomicU64,
     next_session_id: AtomicU64,
@@ -284,7 +285,7 @@ impl Server {
             start_time: now_filetime(clock()),
             clock,
             rng: Mutex::new(rng),
-            files: Mutex::new(FileTable::default()),
+            files: FileTable::default(),
             next_connection_id: AtomicU64::new(1),
             next_volatile: AtomicU64::new(1),
             next_session_id: AtomicU64::new(1),
@@ -330,16 +331,15 @@ impl Server {
     /// to none, but `spared` (client, ParentLeaseKey of the change; see
     /// [`crate::oplock::break_leases`]).
     pub(crate) fn dir_changed(&self, fs: &dyn FileSystem, path: &str, spared: Option<crate::files::LeaseId>, now: std::time::Instant) {
-        if self.lock_files().leases.is_empty() {
+        if !self.files.any_lease() {
             return;
         }
         let parent = path.rsplit_once('\\').map_or("", |(d, _)| d);
         let Ok(st) = fs.stat_path(parent) else { return };
         let breaks = {
-            let mut files = self.lock_files();
-            let Some(e) = files.files.get_mut(&st.file_id) else { return };
+            let Some(mut e) = self.files.get(st.file_id) else { return };
             let all = crate::oplock::READ | crate::oplock::HANDLE | crate::oplock::WRITE;
-            crate::oplock::break_leases(e, spared.as_ref(), all, now, self.break_timeout())
+            crate::oplock::break_leases(&mut e, spared.as_ref(), all, now, self.break_timeout())
         };
         self.send_breaks(&breaks);
     }
@@ -525,11 +525,6 @@ impl Server {
 
     pub fn lookup_user(&self, user: &str) -> Option<[u8; 16]> {
         self.users.read().ok()?.get(user)
-    }
-
-    pub fn lock_files(&self) -> std::sync::MutexGuard<'_, FileTable> {
-        // A panic while holding the lock is a bug; the table stays usable.
-        self.files.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

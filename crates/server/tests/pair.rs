@@ -25,6 +25,9 @@ struct Pair {
     seal: Option<(Sealer, Sealer)>,
     /// Every frame the server sent, as sent.
     transcript: Vec<Vec<u8>>,
+    /// The ClientGuid it negotiates with (connections of one client take
+    /// turns on the server).
+    client_guid: [u8; 16],
 }
 
 fn server(encrypt: smbq_server::EncryptPolicy) -> (Arc<Server>, tempfile::TempDir) {
@@ -60,6 +63,7 @@ impl Pair {
             signer: None,
             seal: None,
             transcript: Vec::new(),
+            client_guid: [5; 16],
         }
     }
 
@@ -177,7 +181,7 @@ impl Pair {
         let ctxs = vec![(ctx::PREAUTH_INTEGRITY, pre), (ctx::ENCRYPTION, vec![2, 0, 2, 0, 1, 0]), (ctx::SIGNING, vec![1, 0, 1, 0])];
         // Offsets are header-relative: encode after a 64-byte placeholder.
         let mut m = vec![0u8; HEADER_LEN];
-        encode_request(&mut m, 0, &[Dialect::SMB210, Dialect::SMB300, Dialect::SMB311], 1, 0x7F, [5; 16], &ctxs);
+        encode_request(&mut m, 0, &[Dialect::SMB210, Dialect::SMB300, Dialect::SMB311], 1, 0x7F, self.client_guid, &ctxs);
         body.extend_from_slice(&m[HEADER_LEN..]);
         let req = self.message(Command::NEGOTIATE, &body);
         self.preauth.update(&req);
@@ -1206,4 +1210,105 @@ fn failed_reauth_of_an_encrypted_session_then_a_sealed_request_disconnects() {
     assert_eq!(p.reauth("alice", "secretcorrupt"), NtStatus::LOGON_FAILURE);
     let m = p.protected(Command::CREATE, &create_body("reauth6.dat", READ, OPEN, 0));
     assert!(matches!(p.raw(m), Err(Fatal::PeerMisbehaved(_))), "a sealed request for a deleted session ends the connection");
+}
+
+/// A share's file system whose `open` of one name stops until the test
+/// lets it go: a slow disk, network file system or FUSE backend, injected.
+#[derive(Debug)]
+struct SlowOpen {
+    inner: Arc<dyn smbq_vfs::FileSystem>,
+    name: &'static str,
+    entered: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl smbq_vfs::FileSystem for SlowOpen {
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+    fn read_only_view(&self) -> Arc<dyn smbq_vfs::FileSystem> {
+        self.inner.read_only_view()
+    }
+    fn open(&self, path: &str, opts: &smbq_vfs::OpenOptions) -> Result<(smbq_vfs::Handle, smbq_vfs::CreateAction), smbq_vfs::FsError> {
+        if path == self.name {
+            self.entered.lock().unwrap().send(()).unwrap();
+            // Bounded: a server that never lets the test go fails it
+            // below rather than hanging here.
+            let _ = self.release.lock().unwrap().recv_timeout(std::time::Duration::from_secs(30));
+        }
+        self.inner.open(path, opts)
+    }
+    fn stat_path(&self, path: &str) -> Result<smbq_vfs::FileStat, smbq_vfs::FsError> {
+        self.inner.stat_path(path)
+    }
+    fn unlink(&self, path: &str, is_dir: bool) -> Result<(), smbq_vfs::FsError> {
+        self.inner.unlink(path, is_dir)
+    }
+    fn rename(&self, from: &str, to: &str, replace: bool) -> Result<(), smbq_vfs::FsError> {
+        self.inner.rename(from, to, replace)
+    }
+    fn stat_fs(&self) -> Result<smbq_vfs::FsStat, smbq_vfs::FsError> {
+        self.inner.stat_fs()
+    }
+}
+
+/// State is kept per file (issue 34): while one connection's CREATE of
+/// `slow.txt` is inside a file system call that does not return, another
+/// connection's CREATE of another file completes, and a third's CREATE
+/// of `slow.txt` itself waits for the first (its share mode check must
+/// see the first open).
+#[test]
+fn create_of_one_file_proceeds_while_another_is_inside_a_slow_open() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("slow.txt"), b"x").unwrap();
+    std::fs::write(dir.path().join("other.txt"), b"y").unwrap();
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let fs = SlowOpen {
+        inner: Arc::new(smbq_vfs::PosixFs::new(dir.path(), false, false).unwrap()),
+        name: "slow.txt",
+        entered: std::sync::Mutex::new(entered_tx),
+        release: std::sync::Mutex::new(release_rx),
+    };
+    let mut users = UserDb::new();
+    users.add("alice", "secret");
+    let mut config = ServerConfig::default();
+    config.shares.push(ShareConfig { fs: Some(Arc::new(fs)), ..ShareConfig::new("share", dir.path()) });
+    let srv = Arc::new(Server::new(config, users).unwrap());
+    // Three clients: the connections of one client take turns.
+    let connect = |srv: &Arc<Server>, guid: u8| {
+        let mut p = pair_on(Arc::clone(srv), tempfile::tempdir().unwrap());
+        p.client_guid = [guid; 16];
+        assert_eq!(p.login("alice", "secret"), NtStatus::SUCCESS);
+        assert_eq!(p.tree_connect("share"), NtStatus::SUCCESS);
+        p
+    };
+    let (mut first, mut second, mut third) = (connect(&srv, 1), connect(&srv, 2), connect(&srv, 3));
+    // Exclusive: no share access for anyone else.
+    let exclusive = |name: &str| {
+        let mut b = create_body(name, READ | WRITE, OPEN, 0);
+        b[32..36].copy_from_slice(&0u32.to_le_bytes()); // ShareAccess (MS-SMB2 2.2.13)
+        b
+    };
+    let body = exclusive("slow.txt");
+    let slow = std::thread::spawn(move || create_reply(&first.call(Command::CREATE, &body).1).0);
+    entered.recv_timeout(std::time::Duration::from_secs(30)).expect("the first CREATE reaches the file system");
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let same = std::thread::spawn(move || {
+        let st = create_reply(&third.call(Command::CREATE, &create_body("slow.txt", READ, OPEN, 0)).1).0;
+        done_tx.send(()).unwrap();
+        st
+    });
+    // The first is still inside its open: another file opens meanwhile.
+    assert_eq!(second.create("other.txt", READ | WRITE, OPEN).0, NtStatus::SUCCESS);
+    assert!(!slow.is_finished(), "the slow open was let go too early");
+    // The same file waits for the first open (were it not so, it would
+    // finish here, and its answer below would be SUCCESS).
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    if done.try_recv().is_ok() {
+        panic!("a CREATE of the file being opened did not wait: {:?}", same.join());
+    }
+    release.send(()).unwrap();
+    assert_eq!(slow.join().unwrap(), NtStatus::SUCCESS);
+    assert_eq!(same.join().unwrap(), NtStatus::SHARING_VIOLATION);
 }

@@ -123,13 +123,13 @@ fn finish(ctx: &mut Ctx<'_>, outcome: Outcome) -> HResult {
 /// a handle that closed, or disposition set): Windows then fails the
 /// request with STATUS_DELETE_PENDING (smbtorture smb2.notify.rmdir*).
 fn delete_pending(ctx: &Ctx<'_>, file_key: u64) -> bool {
-    file_key != 0 && ctx.conn.server.lock_files().files.get(&file_key).is_some_and(|e| e.delete_pending)
+    file_key != 0 && ctx.conn.server.files.get(file_key).is_some_and(|e| e.delete_pending)
 }
 
 /// Be woken when an open of the directory closes (it may set delete-pending).
 fn wait_for_delete(ctx: &Ctx<'_>, file_key: u64) {
     if file_key != 0 {
-        if let Some(e) = ctx.conn.server.lock_files().files.get_mut(&file_key) {
+        if let Some(mut e) = ctx.conn.server.files.get(file_key) {
             e.wait(ctx.conn.id);
         }
     }

@@ -25,7 +25,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         let m = match o.handle() {
             Some(h) => {
                 let mut st = h.stat().map_err(NtStatus::from)?;
-                ctx.conn.server.lock_files().show_times(&mut st, ctx.now);
+                ctx.conn.server.files.show_times(&mut st, ctx.now);
                 super::create::meta(&st)
             }
             None => super::create::pipe_meta(),
@@ -60,9 +60,9 @@ pub fn close_open(st: &mut ConnState, volatile: u64, now: Instant) -> Option<Ope
 pub fn release(server: &crate::server::Server, open: Open, now: Instant) -> Open {
     if open.file_key != 0 {
         let owner = open.owner();
-        let mut files = server.lock_files();
-        let spared = files.parent_lease(open.file_key, owner);
-        let entry = files.entry(open.file_key);
+        let files = &server.files;
+        let mut entry = files.entry(open.file_key);
+        let spared = entry.parent_lease(owner);
         if open.delete_on_close {
             entry.delete_pending = true;
         }
@@ -84,10 +84,10 @@ pub fn release(server: &crate::server::Server, open: Open, now: Instant) -> Open
         let base = entry.stream.as_ref().map(|(b, _)| *b);
         // Another connection may have renamed the file since this open.
         let path = if entry.path.is_empty() { open.path.clone() } else { entry.path.clone() };
-        let (last, waiters) = files.remove_open(open.file_key, owner);
+        let (last, waiters) = files.remove_open(&mut entry, owner);
+        drop(entry);
         // The last open of a stream of a file deleted meanwhile: the file goes now.
         let deferred = base.filter(|_| last).and_then(|b| files.deferred_delete(b));
-        drop(files);
         server.wake(&waiters);
         if let (Some(t), OpenKind::File(h)) = (write_time.filter(|_| !delete), &open.kind) {
             let times = smbq_vfs::SetTimes { last_write_time: Some(t), ..smbq_vfs::SetTimes::default() };

@@ -316,10 +316,9 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
     let owner = open.owner();
     // The open's oplock, or its lease as it stands now.
     let (level, lease_ctx) = {
-        let mut files = server.lock_files();
-        let entry = files.files.get_mut(&open.file_key);
+        let entry = server.files.get(open.file_key);
         match (entry, open.lease) {
-            (Some(e), Some(key)) => {
+            (Some(mut e), Some(key)) => {
                 let l = e.lease_mut(&(client, key)).cloned();
                 let ctx = l.map(|l| LeaseContext {
                     key,
@@ -329,7 +328,7 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
                 });
                 (oplock_break::level::LEASE, ctx)
             }
-            (Some(e), None) => (e.open_mut(owner).map_or(0, |o| o.oplock), None),
+            (Some(mut e), None) => (e.open_mut(owner).map_or(0, |o| o.oplock), None),
             (None, _) => (0, None),
         }
     };
@@ -622,7 +621,7 @@ fn table_key(files: &FileTable, st: &FileStat, stream: Option<&str>) -> u64 {
 fn check_stream_base(files: &FileTable, fs: &dyn FileSystem, name: &str, r: &CreateRequest<'_>, granted: u32, exists: bool) -> Result<(), NtStatus> {
     let base = smbq_vfs::parse_stream(name).map_err(NtStatus::from)?.0;
     let Ok(st) = fs.stat_path(base) else { return Ok(()) };
-    if files.files.get(&st.file_id).is_some_and(|e| e.delete_pending) {
+    if files.get(st.file_id).is_some_and(|e| e.delete_pending) {
         return Err(NtStatus::DELETE_PENDING);
     }
     let changes = granted & WRITE_ACCESS != 0 || overwrites(r) || (!exists && r.disposition != disposition::OPEN);
@@ -638,7 +637,7 @@ fn check_stream_base(files: &FileTable, fs: &dyn FileSystem, name: &str, r: &Cre
 /// (smbtorture smb2.streams.delete, as Windows and Samba answer).
 fn check_streams_share_delete(files: &FileTable, key: u64) -> Result<(), NtStatus> {
     let all = share::READ | share::WRITE | share::DELETE;
-    let busy = files.open_streams(key).iter().filter_map(|k| files.files.get(k)).any(|e| share_conflict(&e.opens, access::DELETE, all));
+    let busy = files.open_streams(key).into_iter().filter_map(|k| files.get(k)).any(|e| share_conflict(&e.opens, access::DELETE, all));
     if busy {
         return Err(NtStatus::SHARING_VIOLATION);
     }
@@ -726,9 +725,6 @@ fn open_file(
     if r.options & options::DIRECTORY_FILE != 0 && r.file_attributes & attr::TEMPORARY != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    // From the checks to the registration of the new open the file table
-    // stays locked: no other open can come between them, and nothing is
-    // truncated before the share modes and oplocks allow it.
     let lease_req = lease_request(ctx, r)?;
     let client = ctx.conn.client_guid();
     let lease_id: Option<LeaseId> = lease_req.map(|l| (client, l.key));
@@ -738,6 +734,7 @@ fn open_file(
         }
     }
     let server = Arc::clone(&ctx.conn.server);
+    let files = &server.files;
     // Durable opens parked after a lost connection hold a batch oplock
     // nobody can acknowledge: an open that would break it closes them.
     let overwrite = overwrites(r);
@@ -745,10 +742,9 @@ fn open_file(
     let key = (!oplock::is_stat_open(oplock::effective_access(granted, overwrite)))
         .then(|| fs.stat_path(name).ok())
         .flatten()
-        .map(|s| table_key(&server.lock_files(), &s, stream));
+        .map(|s| table_key(files, &s, stream));
     server.expire_parked(ctx.now, |p| Some(p.open.file_key) == key);
     let token = acl::Token::for_user(&ctx.session()?.user);
-    let mut files = server.lock_files();
     let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
     // What the name asks of the object comes before share modes: a data
     // stream is no directory (smbtorture smb2.streams.dir).
@@ -760,8 +756,13 @@ fn open_file(
         return Err(NtStatus::FILE_IS_A_DIRECTORY);
     }
     if stream.is_some() {
-        check_stream_base(&files, fs, name, r, granted, existing.is_some())?;
+        check_stream_base(files, fs, name, r, granted, existing.is_some())?;
     }
+    // An existing file stays locked (its lock alone, see files::FileTable)
+    // from the checks to the registration of the new open: no other open
+    // of it comes between them, and nothing is truncated before the share
+    // modes and oplocks allow it.
+    let mut locked = None;
     if let Some(st) = &existing {
         //= MS-SMB2 3.3.5.9
         //# the server MUST perform access checks [of DesiredAccess against
@@ -775,7 +776,7 @@ fn open_file(
         if (granted | implied) & !maximal != 0 {
             return Err(NtStatus::ACCESS_DENIED);
         }
-        let key = table_key(&files, st, stream);
+        let key = table_key(files, st, stream);
         if st.attributes & attr::READONLY != 0 && !st.is_dir {
             // MAXIMUM_ALLOWED on a read-only file grants no data writes.
             maximal &= !WRITE_ACCESS;
@@ -783,21 +784,25 @@ fn open_file(
                 granted &= !(WRITE_ACCESS & !r.desired_access);
             }
         }
-        check_existing(st, files.files.get(&key), r, granted)?;
-        if stream.is_none() && granted & access::DELETE != 0 {
-            check_streams_share_delete(&files, key)?;
+        let entry = locked.insert(files.entry(key));
+        if let Some(n) = stream {
+            // Found by its name from now on (the key is looked up again
+            // after the open).
+            files.set_stream(entry, st.file_id, n);
         }
-        if let Some(entry) = files.files.get_mut(&key) {
-            if let Some(deadline) = contend(ctx, entry, r, granted, lease_id.as_ref())? {
-                return ctx.defer(req_msg, deadline);
-            }
+        check_existing(st, Some(entry), r, granted)?;
+        if stream.is_none() && granted & access::DELETE != 0 {
+            check_streams_share_delete(files, key)?;
+        }
+        if let Some(deadline) = contend(ctx, entry, r, granted, lease_id.as_ref())? {
+            return ctx.defer(req_msg, deadline);
         }
     }
     //= MS-SMB2 3.3.5.9.8
     //# a lease key names one file: a key in use on another file is
     //# STATUS_INVALID_PARAMETER.
-    if let Some(&k) = lease_id.as_ref().and_then(|id| files.leases.get(id)) {
-        if existing.as_ref().map(|e| table_key(&files, e, stream)) != Some(k) {
+    if let Some(k) = lease_id.as_ref().and_then(|id| files.lease_file(id)) {
+        if existing.as_ref().map(|e| table_key(files, e, stream)) != Some(k) {
             return Err(NtStatus::INVALID_PARAMETER);
         }
     }
@@ -839,19 +844,24 @@ fn open_file(
         }
     }
     let mut st = h.stat().map_err(NtStatus::from)?;
-    let key = table_key(&files, &st, stream_name(&h.path, posix.is_some()));
-    if existing.as_ref().is_some_and(|e| e.file_id != st.file_id) {
-        // Replaced from outside smbq between the stat and the open: the
-        // file opened is not the one checked.
-        if let Some(e) = files.files.get(&key) {
+    let key = table_key(files, &st, stream_name(&h.path, posix.is_some()));
+    let mut entry = match locked.take() {
+        Some(e) if e.key == key => e,
+        held => {
+            drop(held);
+            // A file not locked across its open: new, made by another
+            // open since the stat, or replaced from outside smbq between
+            // the stat and the open. Its opens now are checked against.
+            let e = files.entry(key);
             if e.delete_pending {
                 return Err(NtStatus::DELETE_PENDING);
             }
             if share_conflict(&e.opens, granted, r.share_access) {
                 return Err(NtStatus::SHARING_VIOLATION);
             }
+            e
         }
-    }
+    };
     // MS-FSA 2.1.5.1.1 and 2.1.5.1.2.1: a created, overwritten or
     // superseded file gets the attributes asked for, and ARCHIVE (a
     // directory only what was asked); what a new object has without
@@ -878,10 +888,9 @@ fn open_file(
     }
 
     let fid = new_file_id(ctx);
-    let entry = match stream_name(&h.path, posix.is_some()) {
-        Some(n) => files.stream_entry(key, st.file_id, n),
-        None => files.entry(key),
-    };
+    if let Some(n) = stream_name(&h.path, posix.is_some()) {
+        files.set_stream(&mut entry, st.file_id, n);
+    }
     if entry.opens.is_empty() {
         entry.path = h.path.clone();
     }
@@ -894,20 +903,21 @@ fn open_file(
         // that has SMB2_GLOBAL_CAP_DIRECTORY_LEASING; otherwise a
         // directory gets no lease and no context.
         (Some(req), Some(id)) if !st.is_dir || (req.v2.is_some() && dir_leasing) => {
-            let l = grant_lease(entry, id, &req, st.is_dir, overwritten);
+            let l = grant_lease(&mut entry, id, &req, st.is_dir, overwritten);
             entry.opens.push(OpenRef { lease: Some(id), ..OpenRef::new(owner, granted, r.share_access) });
-            files.leases.insert(id, key);
+            files.add_lease(&entry, id);
             (oplock_break::level::LEASE, Some(l))
         }
         _ => {
             let access = oplock::effective_access(granted, overwritten && existed);
-            let level = oplock::grant(entry, r.oplock_level, access, st.is_dir, existed, overwritten);
+            let level = oplock::grant(&entry, r.oplock_level, access, st.is_dir, existed, overwritten);
             entry.opens.push(OpenRef { oplock: level, ..OpenRef::new(owner, granted, r.share_access) });
             (level, None)
         }
     };
+    // (A stream's times are its file's: shown after the stream's lock goes.)
+    drop(entry);
     files.show_times(&mut st, ctx.now);
-    drop(files);
     let m = meta(&st);
     let mut contexts: Vec<(&[u8], Vec<u8>)> = Vec::new();
     if r.context(ctx_name::MAXIMAL_ACCESS).is_some() {
@@ -1014,7 +1024,7 @@ fn replay(ctx: &mut Ctx<'_>, create_guid: &[u8; 16], client: [u8; 16], lease: Op
     // ... with the lease as it stands now (an open under the same lease
     // may have upgraded it since; smbtorture smb2.replay.replay-dhv2-lease1).
     if let Some(k) = lease {
-        let state = ctx.conn.server.lock_files().files.get_mut(&key).and_then(|e| e.lease_mut(&(client, k)).map(|l| l.state));
+        let state = ctx.conn.server.files.get(key).and_then(|mut e| e.lease_mut(&(client, k)).map(|l| l.state));
         let at = lease_state_offset(&ctx.out[ctx.header_start..]).map(|o| ctx.header_start + o);
         if let (Some(state), Some(at)) = (state, at.filter(|&a| a >= start)) {
             if let Some(dst) = ctx.out.get_mut(at..at + 4) {

@@ -24,7 +24,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     // A pending write time update happens now (files::WriteTime).
     let server = &ctx.conn.server;
-    if let Some(e) = server.lock_files().files.get_mut(&file_key) {
+    if let Some(mut e) = server.files.get(file_key) {
         e.flush_write_time(ctx.now, server.now());
     }
     let open = ctx.open(fid)?;

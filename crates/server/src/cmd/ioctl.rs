@@ -202,9 +202,8 @@ fn on_open(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &mut Vec<u8>
                 fsctl::SET_ZERO_DATA => {
                     let server = &ctx.conn.server;
                     let locked = |offset, len| {
-                        let files = server.lock_files();
-                        let locks = files.files.get(&o.file_key).map(|e| e.locks.as_slice()).unwrap_or(&[]);
-                        io_conflict(locks, o.owner(), offset, len, true)
+                        let e = server.files.get(o.file_key);
+                        io_conflict(e.as_ref().map_or(&[], |e| e.locks.as_slice()), o.owner(), offset, len, true)
                     };
                     zero_data(o, h, r.input, locked)
                 }
@@ -453,12 +452,11 @@ fn copychunk(ctx: &mut Ctx<'_>, fid: FileId, r: &IoctlRequest<'_>, out: &mut Vec
             status = NtStatus::INVALID_VIEW_SIZE;
             break;
         }
-        let conflict = {
-            let files = server.lock_files();
-            let locks = |k: u64| files.files.get(&k).map(|e| e.locks.as_slice()).unwrap_or(&[]);
-            io_conflict(locks(src_key), src_owner, c.source_offset, len, false)
-                || io_conflict(locks(dst_key), dst_owner, c.target_offset, len, true)
+        // One file's lock at a time.
+        let conflict = |key: u64, owner, offset, write| {
+            server.files.get(key).is_some_and(|e| io_conflict(&e.locks, owner, offset, len, write))
         };
+        let conflict = conflict(src_key, src_owner, c.source_offset, false) || conflict(dst_key, dst_owner, c.target_offset, true);
         if conflict {
             status = NtStatus::FILE_LOCK_CONFLICT;
             break;
@@ -984,7 +982,7 @@ mod tests {
         // A byte-range lock of another open on the source range.
         let key_no = h.conn.st.opens[&src.volatile].file_key;
         let other = OpenOwner { connection: 99, volatile: 1 };
-        h.conn.st.server.lock_files().entry(key_no).locks.push(ByteLock { owner: other, offset: 5, length: 1, exclusive: true });
+        h.conn.st.server.files.entry(key_no).locks.push(ByteLock { owner: other, offset: 5, length: 1, exclusive: true });
         let (r, body) = ioctl(&mut h, DISK, fsctl::SRV_COPYCHUNK_WRITE, dst, &cc_input(key, &one), 12);
         assert_eq!(r, Ok(NtStatus::FILE_LOCK_CONFLICT));
         assert_eq!(output(&body).len(), COPYCHUNK_RESPONSE_LEN);
@@ -1061,7 +1059,7 @@ mod tests {
         // Another open's byte-range lock over the range.
         let key = h.conn.st.opens[&f.volatile].file_key;
         let other = OpenOwner { connection: 99, volatile: 1 };
-        h.conn.st.server.lock_files().entry(key).locks.push(ByteLock { owner: other, offset: 0, length: 10, exclusive: false });
+        h.conn.st.server.files.entry(key).locks.push(ByteLock { owner: other, offset: 0, length: 10, exclusive: false });
         assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair(5, 6), 0).0, Err(NtStatus::FILE_LOCK_CONFLICT));
         assert_eq!(ioctl(&mut h, DISK, fsctl::SET_ZERO_DATA, f, &pair(10, 11), 0).0, Ok(NtStatus::SUCCESS));
     }

@@ -194,8 +194,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let (file_id, owner, file_key, granted) = (o.file_id, o.owner(), o.file_key, o.access);
     let plan = classify(&r.locks)?;
     let server = ctx.conn.server.clone();
-    let mut files = server.lock_files();
-    let entry = files.entry(file_key);
+    let mut guard = server.files.entry(file_key);
+    let entry = &mut *guard;
     let table = &mut entry.locks;
     match plan {
         Plan::Unlock { valid } => {
@@ -234,7 +234,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             }
         }
     }
-    drop(files);
+    drop(guard);
     record_sequence(ctx, file_id, sequence);
     encode_response(ctx.out);
     Ok(NtStatus::SUCCESS)
@@ -255,16 +255,15 @@ fn record_sequence(ctx: &mut Ctx<'_>, fid: FileId, sequence: Option<(usize, u8)>
 pub fn retry(ctx: &mut Ctx<'_>, b: &mut Blocked) -> Option<HResult> {
     let alive = ctx.conn.opens.get(&b.file_id.volatile).is_some_and(|o| o.file_id == b.file_id);
     let server = ctx.conn.server.clone();
-    let mut files = server.lock_files();
-    let conflict =
-        files.files.get(&b.file_key).is_some_and(|e| lock_conflict(&e.locks, b.owner, b.offset, b.length, b.exclusive));
+    let mut entry = server.files.entry(b.file_key);
+    let conflict = lock_conflict(&entry.locks, b.owner, b.offset, b.length, b.exclusive);
     match (conflict, alive) {
         (true, true) => {
-            files.entry(b.file_key).wait(ctx.conn.id);
+            entry.wait(ctx.conn.id);
             return None;
         }
         (true, false) => return Some(Err(NtStatus::RANGE_NOT_LOCKED)),
-        (false, true) => files.entry(b.file_key).locks.push(ByteLock {
+        (false, true) => entry.locks.push(ByteLock {
             owner: b.owner,
             offset: b.offset,
             length: b.length,
@@ -272,7 +271,7 @@ pub fn retry(ctx: &mut Ctx<'_>, b: &mut Blocked) -> Option<HResult> {
         }),
         (false, false) => {}
     }
-    drop(files);
+    drop(entry);
     record_sequence(ctx, b.file_id, b.sequence);
     encode_response(ctx.out);
     Some(Ok(NtStatus::SUCCESS))

@@ -16,11 +16,10 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let open = ctx.open(fid)?;
     let (owner, key, fid) = (open.owner(), open.file_key, open.file_id);
     let server = std::sync::Arc::clone(&ctx.conn.server);
-    let mut files = server.lock_files();
-    let entry = files.files.get_mut(&key).ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?;
-    let result = oplock::acknowledge(entry, owner, level);
+    let mut entry = server.files.get(key).ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?;
+    let result = oplock::acknowledge(&mut entry, owner, level);
     let waiters = std::mem::take(&mut entry.waiters);
-    drop(files);
+    drop(entry);
     server.wake(&waiters);
     encode(ctx.out, result?, fid);
     Ok(NtStatus::SUCCESS)
@@ -33,13 +32,12 @@ fn lease_ack(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let client = ctx.conn.client_guid();
     let id = (client, key);
     let server = std::sync::Arc::clone(&ctx.conn.server);
-    let mut files = server.lock_files();
-    let file = *files.leases.get(&id).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-    let entry = files.files.get_mut(&file).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    let file = server.files.lease_file(&id).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    let mut entry = server.files.get(file).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
     let acked = u8::try_from(state).map_err(|_| NtStatus::REQUEST_NOT_ACCEPTED)?;
-    let result = oplock::acknowledge_lease(entry, &id, acked);
+    let result = oplock::acknowledge_lease(&mut entry, &id, acked);
     let waiters = std::mem::take(&mut entry.waiters);
-    drop(files);
+    drop(entry);
     server.wake(&waiters);
     smbq_wire::lease::encode_ack(ctx.out, &key, u32::from(result?));
     Ok(NtStatus::SUCCESS)

@@ -211,7 +211,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let data_start = begin_response(out, ctx.header_start);
     let mut prev: Option<usize> = None;
     let mut overflow = false;
-    let files = ctx.conn.server.lock_files();
+    let server = std::sync::Arc::clone(&ctx.conn.server);
+    let files = &server.files;
     while let Some(e) = cursor.entries.get(cursor.pos) {
         if !matches(&cursor.pattern, &e.name) {
             cursor.pos += 1;

@@ -88,7 +88,7 @@ fn posix_info(server: &Server, open: &Open) -> Result<Info, NtStatus> {
     let h = open.handle().filter(|_| open.posix).ok_or(NtStatus::INVALID_LEVEL)?;
     need(open, access::FILE_READ_ATTRIBUTES)?;
     let mut st = h.stat().map_err(NtStatus::from)?;
-    server.lock_files().show_times(&mut st, std::time::Instant::now());
+    server.files.show_times(&mut st, std::time::Instant::now());
     let mut data = Vec::new();
     crate::posix::info(&st).encode(&mut data);
     Ok(Info { fixed: data.len(), data })
@@ -98,12 +98,12 @@ fn file_info(server: &Server, open: &Open, c: u8, dialect: Dialect) -> Result<In
     let m = match open.handle() {
         Some(h) => {
             let mut st = h.stat().map_err(NtStatus::from)?;
-            server.lock_files().show_times(&mut st, std::time::Instant::now());
+            server.files.show_times(&mut st, std::time::Instant::now());
             meta(&st)
         }
         None => pipe_meta(),
     };
-    let delete_pending = || open.file_key != 0 && server.lock_files().files.get(&open.file_key).is_some_and(|e| e.delete_pending);
+    let delete_pending = || open.file_key != 0 && server.files.get(open.file_key).is_some_and(|e| e.delete_pending);
     let mut d = Vec::new();
     let fixed = match c {
         class::BASIC => {

@@ -49,8 +49,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     }
     {
-        let files = ctx.conn.server.lock_files();
-        if let Some(e) = files.files.get(&file_key) {
+        if let Some(e) = ctx.conn.server.files.get(file_key) {
             if io_conflict(&e.locks, owner, r.offset, u64::from(r.length), false) {
                 return Err(NtStatus::FILE_LOCK_CONFLICT);
             }

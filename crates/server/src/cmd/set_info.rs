@@ -111,7 +111,7 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             // Any FileBasicInformation, even with no time in it, makes a
             // pending write time update happen; a time set stays.
             let server = &ctx.conn.server;
-            if let Some(e) = server.lock_files().files.get_mut(&open.file_key) {
+            if let Some(mut e) = server.files.get(open.file_key) {
                 match t.last_write_time {
                     Some(w) => e.write_time = Some(crate::files::WriteTime::Set(w)),
                     None => e.flush_write_time(ctx.now, server.now()),
@@ -144,8 +144,8 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
             // A size change breaks level II oplocks, as a write does.
             let owner = open.owner();
             let server = &ctx.conn.server;
-            if let Some(e) = server.lock_files().files.get_mut(&open.file_key) {
-                server.send_breaks(&crate::oplock::contend_level2(e, owner, ctx.now, server.break_timeout()));
+            if let Some(mut e) = server.files.get(open.file_key) {
+                server.send_breaks(&crate::oplock::contend_level2(&mut e, owner, ctx.now, server.break_timeout()));
                 e.flush_write_time(ctx.now, server.now());
             }
             if r.class == class::END_OF_FILE {
@@ -175,7 +175,7 @@ fn file(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<(), Nt
                 }
             }
             open.delete_on_close = delete;
-            ctx.conn.server.lock_files().entry(open.file_key).delete_pending = delete;
+            ctx.conn.server.files.entry(open.file_key).delete_pending = delete;
             Ok(())
         }
         class::POSITION => {
@@ -292,10 +292,9 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
         if parent(target) != parents[0] {
             parents.push(parent(target));
         }
-        let files = conn.server.lock_files();
         for p in &parents {
             let Ok(st) = fs.stat_path(p) else { continue };
-            if files.files.get(&st.file_id).is_some_and(|e| share_conflict(&e.opens, access::DELETE, share::READ | share::WRITE)) {
+            if conn.server.files.get(st.file_id).is_some_and(|e| share_conflict(&e.opens, access::DELETE, share::READ | share::WRITE)) {
                 return Err(NtStatus::SHARING_VIOLATION);
             }
         }
@@ -303,7 +302,7 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
     let (key, is_dir) = (open.file_key, open.handle().is_some_and(|h| h.is_dir));
     // A file with open streams keeps its name (smbtorture
     // smb2.streams.basefile-rename-with-open-stream, as Windows answers).
-    if !conn.server.lock_files().open_streams(key).is_empty() {
+    if !conn.server.files.open_streams(key).is_empty() {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let child_prefix = format!("{from}\\");
@@ -318,7 +317,7 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
                 return Err(NtStatus::OBJECT_NAME_COLLISION);
             }
             // Replacing a file someone has open is refused, as Windows does.
-            if conn.server.lock_files().files.get(&t.file_id).is_some_and(|e| !e.opens.is_empty()) {
+            if conn.server.files.get(t.file_id).is_some_and(|e| !e.opens.is_empty()) {
                 return Err(NtStatus::ACCESS_DENIED);
             }
         }
@@ -330,9 +329,8 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
         // changes under them; smbtorture smb2.lease.v2_rename); the rename
         // waits for the acknowledgments.
         let server = &conn.server;
-        let mut files = server.lock_files();
-        let entry = files.entry(key);
-        let breaks = crate::oplock::break_leases(entry, own_lease.as_ref(), crate::oplock::HANDLE, ctx.now, server.break_timeout());
+        let mut entry = server.files.entry(key);
+        let breaks = crate::oplock::break_leases(&mut entry, own_lease.as_ref(), crate::oplock::HANDLE, ctx.now, server.break_timeout());
         server.send_breaks(&breaks);
         let others = entry.leases.iter().filter(|l| Some(&l.id) != own_lease.as_ref());
         let wait = others.filter_map(|l| l.breaking.filter(|b| b.to & crate::oplock::HANDLE == 0)).map(|b| b.deadline).min();
@@ -345,10 +343,11 @@ fn rename(ctx: &mut Ctx<'_>, fid: FileId, buf: &[u8]) -> Result<Option<std::time
     {
         // Every connection's opens of the moved file now name it by `target`.
         let server = &conn.server;
-        let mut files = server.lock_files();
-        files.entry(key).path = target.to_string();
-        let spared = files.parent_lease(key, owner);
-        drop(files);
+        let spared = {
+            let mut entry = server.files.entry(key);
+            entry.path = target.to_string();
+            entry.parent_lease(owner)
+        };
         // Both directories changed.
         server.dir_changed(fs, &from, spared, ctx.now);
         if parent(&from) != parent(target) {
@@ -387,11 +386,12 @@ fn rename_stream(ctx: &mut Ctx<'_>, fid: FileId, target: &str, replace: bool) ->
     let path = h.path.clone();
     open.path = path.clone();
     let key = open.file_key;
-    let mut files = conn.server.lock_files();
+    let files = &conn.server.files;
+    let mut entry = files.entry(key);
     if let Some(name) = smbq_vfs::named_stream(&path) {
-        files.rename_stream(key, name);
+        files.rename_stream(&mut entry, name);
     }
-    files.entry(key).path = path;
+    entry.path = path;
     Ok(())
 }
 

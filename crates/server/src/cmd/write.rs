@@ -81,13 +81,12 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     {
-        let mut files = ctx.conn.server.lock_files();
-        if let Some(e) = files.files.get_mut(&file_key) {
+        if let Some(mut e) = ctx.conn.server.files.get(file_key) {
             if io_conflict(&e.locks, owner, offset, u64::from(len), true) {
                 return Err(NtStatus::FILE_LOCK_CONFLICT);
             }
             let server = &ctx.conn.server;
-            server.send_breaks(&oplock::contend_level2(e, owner, ctx.now, server.break_timeout()));
+            server.send_breaks(&oplock::contend_level2(&mut e, owner, ctx.now, server.break_timeout()));
             let time = server.now();
             e.written(|| h.stat().map_or(time, |s| s.last_write_time), ctx.now, time);
         }
