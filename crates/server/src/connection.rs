@@ -6,278 +6,19 @@
 //! [`Connection::set_waker`] is called (another connection has posted an
 //! oplock break for it, or released what a blocked request waits for).
 
-use crate::client::Client;
+use crate::conn_state::{ConnState, Connection, Fatal};
+use crate::pending::{AsyncWork, Pending};
+use crate::transport_info::{TransportInfo, CONTROL_STREAM};
 use crate::credits::Credits;
-use crate::dispatch::{self, AsyncWork};
-use crate::open::Open;
+use crate::dispatch;
 use crate::server::{Notice, Server};
-use crate::session::Session;
 use bytes::Bytes;
-use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
-use smbq_wire::{framing, transform, Dialect};
+use smbq_crypto::PreauthHash;
+use smbq_wire::{framing, transform};
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TransportKind {
-    Tcp,
-    Quic,
-}
-
-/// What the transport tells the engine about itself; the only place SMB
-/// logic learns which transport it runs on.
-#[derive(Clone, Debug)]
-pub struct TransportInfo {
-    pub kind: TransportKind,
-    pub peer: Option<SocketAddr>,
-    /// Our own address on this connection (for FSCTL_QUERY_NETWORK_INTERFACE_INFO).
-    pub local: Option<SocketAddr>,
-    /// The transport encrypts and authenticates the server (TLS 1.3 in QUIC).
-    pub secure: bool,
-    /// The most bidirectional streams the transport carries for this
-    /// connection: 1 (TCP; QUIC as MS-SMB2 2.1 has it), or more where smbq's
-    /// multi-stream extension may be agreed (`smbq_wire::multistream`).
-    pub streams: u16,
-}
-
-/// What NEGOTIATE settled (MS-SMB2 3.3.1.7).
-#[derive(Clone, Debug)]
-pub struct Negotiated {
-    pub dialect: Dialect,
-    pub client_guid: [u8; 16],
-    pub client_capabilities: u32,
-    pub client_security_mode: u16,
-    pub cipher: Option<Cipher>,
-    pub signing: SigningAlgorithm,
-    pub max_io: u32,
-    /// What the NEGOTIATE response said (FSCTL_VALIDATE_NEGOTIATE_INFO repeats it).
-    pub server_capabilities: u32,
-    pub server_security_mode: u16,
-    /// SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY accepted: no SMB encryption here.
-    pub transport_security: bool,
-    /// The SMB3 POSIX extensions agreed (smbq_wire::posix): CREATEs with
-    /// the POSIX create context on a `posix` share are POSIX opens.
-    pub posix: bool,
-    /// Streams agreed by the multi-stream extension (`docs/multistream.md`);
-    /// 1 when it was not.
-    pub streams: u16,
-}
-
-/// Why the connection must end. Fatal stays fatal.
-#[derive(Debug, thiserror::Error)]
-pub enum Fatal {
-    #[error("malformed message: {0}")]
-    Malformed(&'static str),
-    #[error("peer misbehaved: {0}")]
-    PeerMisbehaved(&'static str),
-    #[error("timed out: {0}")]
-    Timeout(&'static str),
-    #[error("connection closed")]
-    Closed,
-}
-
-/// Connection state handlers may touch (everything but the output queues).
-pub struct ConnState {
-    pub id: u64,
-    pub server: Arc<Server>,
-    pub info: TransportInfo,
-    pub neg: Option<Negotiated>,
-    pub preauth: PreauthHash,
-    /// The client's sessions and opens, moved here from [`ConnState::client`]
-    /// while this connection handles something (see [`crate::client`]).
-    pub sessions: HashMap<u64, Session>,
-    pub opens: HashMap<u64, Open>,
-    pub creating: HashMap<[u8; 16], u64>,
-    pub client: Arc<Client>,
-    /// The ClientGuid NEGOTIATE named: the connection joins that client
-    /// once the NEGOTIATE is handled.
-    pub(crate) join_client: Option<[u8; 16]>,
-    /// Answers held back until the instant (failed-logon delay).
-    pub(crate) delay_until: Option<Instant>,
-    /// The transport runs blocking work handed out as jobs.
-    pub(crate) offload: bool,
-    pub(crate) jobs: Vec<crate::job::Job>,
-    next_job: u64,
-}
-
-impl ConnState {
-    /// The ClientGuid NEGOTIATE named (zero before it, and for SMB 2.0.2).
-    pub fn client_guid(&self) -> [u8; 16] {
-        self.neg.as_ref().map(|n| n.client_guid).unwrap_or_default()
-    }
-
-    /// Session `sid` if this connection is one of its channels.
-    pub fn session(&self, sid: u64) -> Option<&Session> {
-        self.sessions.get(&sid).filter(|s| s.on(self.id))
-    }
-
-    pub fn session_mut(&mut self, sid: u64) -> Option<&mut Session> {
-        let id = self.id;
-        self.sessions.get_mut(&sid).filter(|s| s.on(id))
-    }
-
-    /// Forget a session: close its opens and trees (LOGOFF, a failed
-    /// logon).
-    pub fn end_session(&mut self, sid: u64, now: Instant) {
-        crate::cmd::close::close_where(self, now, |o| o.session_id == sid);
-        self.forget_session(sid);
-    }
-
-    /// Durable opens of `pred` are parked for a reconnect, the others
-    /// closed (MS-SMB2 3.3.7.1: a lost connection, a session replaced by
-    /// a reconnect naming it as PreviousSessionId).
-    pub(crate) fn disconnect_opens(&mut self, now: Instant, pred: impl Fn(&Open) -> bool) {
-        let ids: Vec<u64> = self.opens.iter().filter(|(_, o)| pred(o)).map(|(&k, _)| k).collect();
-        for v in ids {
-            let Some(open) = self.opens.remove(&v) else { continue };
-            if let Some(open) = self.server.park(open, now) {
-                crate::cmd::close::release(&self.server, open, now);
-            }
-        }
-    }
-
-    /// This connection is gone: it leaves the channel lists of its
-    /// sessions. A session with another channel lives on there, with its
-    /// opens (their breaks now go to that channel); one without parks its
-    /// durable opens and closes the others (MS-SMB2 3.3.7.1). Returns the
-    /// sessions that live on, and the channel each now lives on.
-    fn leave(&mut self, now: Instant) -> Vec<(u64, u64)> {
-        let me = self.id;
-        let mut moved = Vec::new();
-        let sids: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.on(me)).map(|(&k, _)| k).collect();
-        for sid in sids {
-            let Some(s) = self.sessions.get_mut(&sid) else { continue };
-            s.channels.retain(|c| c.connection != me);
-            let next = s.channels.iter().find(|c| c.signer.is_some()).map(|c| c.connection);
-            match next.filter(|_| s.is_valid()) {
-                Some(next) => {
-                    moved.push((sid, next));
-                    self.server.move_session(sid, next);
-                    for o in self.opens.values_mut().filter(|o| o.session_id == sid && o.home == me) {
-                        let old = o.owner();
-                        o.home = next;
-                        if let Some(mut e) = self.server.files.get(o.file_key) {
-                            e.reown(old, o.owner());
-                        }
-                    }
-                }
-                None => {
-                    self.disconnect_opens(now, |o| o.session_id == sid);
-                    self.forget_session(sid);
-                }
-            }
-        }
-        // The CREATEs that waited here wait on (see Drop), or are gone.
-        match moved.first() {
-            Some(&(_, next)) => self.creating.values_mut().filter(|c| **c == me).for_each(|c| *c = next),
-            None => self.creating.retain(|_, c| *c != me),
-        }
-        moved
-    }
-
-    fn forget_session(&mut self, sid: u64) {
-        if self.sessions.remove(&sid).is_some() {
-            self.server.count_session(false);
-        }
-        self.server.unregister_session(sid);
-    }
-
-    /// Hand `work` on `file` to the transport; the id its result comes back with.
-    pub(crate) fn job(&mut self, file: Arc<dyn smbq_vfs::FileObject>, work: crate::job::Work) -> u64 {
-        self.next_job += 1;
-        self.jobs.push(crate::job::Job { id: self.next_job, file, work });
-        self.next_job
-    }
-
-    pub fn volatile_id(&mut self) -> u64 {
-        self.server.volatile_id()
-    }
-}
-
-pub(crate) struct Pending {
-    pub async_id: u64,
-    pub message_id: u64,
-    pub session_id: u64,
-    pub tree_id: u32,
-    pub command: u16,
-    pub encrypted: bool,
-    pub signed: bool,
-    pub work: AsyncWork,
-    /// Taken over from a channel that is gone: carried out, not answered.
-    pub adopted: bool,
-    /// A job's request, answered by nothing yet: when it gets its interim
-    /// response ([`crate::job::INTERIM_DELAY`]). Until then its final
-    /// answer is an ordinary one, granting the credits asked for.
-    pub interim_at: Option<Instant>,
-    pub credit_charge: u16,
-    pub credits_asked: u16,
-    /// The request's priority bits, echoed (MS-SMB2 2.2.1.2).
-    pub priority: u32,
-    /// When the request reached the engine (its latency ends with the final answer).
-    pub arrived: Instant,
-    /// The stream the request came on, where its final answer goes.
-    pub stream: u16,
-}
-
-impl Pending {
-    /// Request `hdr`, arrived at `now`, answered later under `async_id`,
-    /// in session and tree `ids`; sealed when `encrypted`. Its interim
-    /// response is sent with it unless `interim_at` is set afterwards.
-    pub(crate) fn new(hdr: &smbq_wire::Header, now: Instant, async_id: u64, ids: (u64, u32), encrypted: bool, work: AsyncWork) -> Pending {
-        use smbq_wire::header::flags;
-        Pending {
-            async_id,
-            message_id: hdr.message_id,
-            session_id: ids.0,
-            tree_id: ids.1,
-            command: hdr.command,
-            encrypted,
-            signed: hdr.flags & flags::SIGNED != 0,
-            work,
-            adopted: false,
-            interim_at: None,
-            credit_charge: hdr.credit_charge,
-            credits_asked: hdr.credits,
-            priority: hdr.flags & flags::PRIORITY_MASK,
-            arrived: now,
-            stream: CONTROL_STREAM,
-        }
-    }
-
-    /// Room before the header of an answer: the Direct TCP prefix, and
-    /// the transform header when it is sealed.
-    pub(crate) fn prefix(&self) -> usize {
-        4 + if self.encrypted { smbq_crypto::TRANSFORM_HEADER_LEN } else { 0 }
-    }
-}
-
-/// The control stream of smbq's multi-stream extension: the connection's
-/// first (and, without the extension, only) stream.
-pub const CONTROL_STREAM: u16 = 0;
-
-pub struct Connection {
-    pub(crate) st: ConnState,
-    pub(crate) credits: Credits,
-    pub(crate) pending: Vec<Pending>,
-    next_async_id: u64,
-    /// Framed answers, each with the stream it goes on.
-    out: VecDeque<(u16, Vec<u8>)>,
-    held: VecDeque<(u16, Vec<u8>)>,
-    /// Where answers queued now go: the stream of the message being
-    /// handled (see [`Connection::handle_frame_on`]).
-    pub(crate) stream: u16,
-    created: Instant,
-    last_activity: Instant,
-    closed: bool,
-    /// A session on this connection has completed its logon (as of the
-    /// end of the last thing it handled).
-    authenticated: bool,
-    /// In the open connections gauge while it lives.
-    _counted: crate::metrics::Held,
-}
 
 impl Connection {
     pub fn new(server: Arc<Server>, info: TransportInfo, now: Instant) -> Connection {
@@ -356,14 +97,6 @@ impl Connection {
         self.on_stream(stream, |c| c.with_client(|c| c.frame(now, head, tail)))
     }
 
-    /// Run `f` with answers it queues going on `stream`.
-    pub(crate) fn on_stream<R>(&mut self, stream: u16, f: impl FnOnce(&mut Connection) -> R) -> R {
-        let was = std::mem::replace(&mut self.stream, stream);
-        let r = f(self);
-        self.stream = was;
-        r
-    }
-
     /// The streams agreed for this connection: 1 until NEGOTIATE agreed
     /// smbq's multi-stream extension (`docs/multistream.md`).
     pub fn streams(&self) -> u16 {
@@ -371,7 +104,7 @@ impl Connection {
     }
 
     /// Run `f` with the client's tables in [`ConnState`] and the client
-    /// locked (see [`crate::client`]); then join the client NEGOTIATE
+    /// locked (see [`crate::client_table`]); then join the client NEGOTIATE
     /// named, if it named one.
     fn with_client<R>(&mut self, f: impl FnOnce(&mut Connection) -> R) -> R {
         let client = Arc::clone(&self.st.client);
@@ -428,22 +161,6 @@ impl Connection {
             return dispatch::process(self, now, plain, Some(sid), &[]);
         }
         dispatch::process(self, now, msg, None, tail)
-    }
-
-    /// Queue a framed response. `buf` starts with 4 bytes reserved for the prefix.
-    pub(crate) fn queue(&mut self, mut buf: Vec<u8>) {
-        let len = buf.len().saturating_sub(4);
-        // dispatch bounds every response below it (MAX_RESPONSE).
-        debug_assert!(len <= framing::MAX_FRAME, "response of {len} bytes overflows the frame length");
-        if let Some(p) = buf.get_mut(..4) {
-            p.copy_from_slice(&framing::prefix(len));
-        }
-        let item = (self.stream, buf);
-        if self.st.delay_until.is_some() {
-            self.held.push_back(item);
-        } else {
-            self.out.push_back(item);
-        }
     }
 
     /// Next frame to send, with its 4-byte Direct TCP prefix.
@@ -585,10 +302,6 @@ impl Connection {
         self.closed
     }
 
-    pub(crate) fn async_id(&mut self) -> u64 {
-        self.next_async_id += 1;
-        self.next_async_id
-    }
 }
 
 impl Drop for Connection {

@@ -9,7 +9,7 @@
 //! carries at most [`CREDIT_PAYLOAD`]; from 2.1 on the server offers
 //! multi-credit requests with SMB2_GLOBAL_CAP_LARGE_MTU.
 
-use crate::connection::Negotiated;
+use crate::conn_state::Negotiated;
 use smbq_wire::negotiate::caps;
 use smbq_wire::{Dialect, NtStatus};
 use std::collections::VecDeque;

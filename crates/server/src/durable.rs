@@ -9,6 +9,7 @@
 //! need their oplock broken closes them instead: nobody is there to
 //! acknowledge a break.
 
+use crate::open::DISCONNECTED;
 use crate::files::OpenOwner;
 use crate::open::Open;
 use crate::server::Server;
@@ -21,22 +22,6 @@ use std::time::{Duration, Instant};
 /// and Windows default); a v2 request may ask up to [`MAX_TIMEOUT`].
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// What a durable open remembers to check a reconnect against.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Durable {
-    /// Granted through DH2Q (v2) rather than DHnQ (v1).
-    pub v2: bool,
-    pub create_guid: [u8; 16],
-    /// The client's GUID: a leased open comes back only to it.
-    pub client_guid: [u8; 16],
-    /// Lower-case user name of the session that opened it.
-    pub user: String,
-    pub timeout: Duration,
-    /// Made resilient (FSCTL_LMR_REQUEST_RESILIENCY): kept on a lost
-    /// connection whatever its oplock or lease.
-    pub resilient: bool,
-}
 
 /// A durable request in a CREATE (DHnQ or DH2Q).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,9 +94,6 @@ pub struct Parked {
 pub struct Table {
     parked: HashMap<u64, Parked>,
 }
-
-/// The connection id a parked open's entries in the file table carry.
-pub const DISCONNECTED: u64 = 0;
 
 impl Server {
     fn lock_durable(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -198,7 +180,7 @@ impl Server {
             ids.iter().filter_map(|k| t.parked.remove(k)).collect()
         };
         for p in gone {
-            crate::cmd::close::release(self, p.open, now);
+            crate::teardown::release(self, p.open, now);
         }
     }
 }
@@ -207,14 +189,14 @@ impl Server {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::cmd::ioctl::harness;
+    use crate::harness;
     use crate::open::access;
 
     /// Park open `fid` of `h` as a durable open of user "alice" with no
     /// lease, granted through DHnQ (`v2` false) or DH2Q.
     fn park(h: &mut harness::H, fid: smbq_wire::FileId, v2: bool, create_guid: [u8; 16], now: Instant) {
         let mut open = h.conn.st.opens.remove(&fid.volatile).unwrap();
-        open.durable = Some(Durable { v2, create_guid, client_guid: [7; 16], user: "alice".into(), timeout: DEFAULT_TIMEOUT, resilient: false });
+        open.durable = Some(crate::open::Durable { v2, create_guid, client_guid: [7; 16], user: "alice".into(), timeout: DEFAULT_TIMEOUT, resilient: false });
         open.home = DISCONNECTED;
         h.conn.st.server.lock_durable().parked.insert(fid.persistent, Parked { open, deadline: now + DEFAULT_TIMEOUT });
     }

@@ -7,7 +7,7 @@
 //! so a request (a READ or WRITE too) takes no lock and allocates nothing
 //! for its counts. Only an error response looks its counter up by status.
 
-use crate::connection::TransportKind;
+use crate::transport_info::TransportKind;
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 use smbq_wire::{Command, NtStatus};
 use std::time::Instant;
@@ -109,9 +109,10 @@ pub struct Metrics {
 impl Metrics {
     /// Register every series with the installed recorder.
     pub fn new() -> Metrics {
-        let commands = (0..crate::dispatch::TABLE.len() as u16)
-            .map(|op| {
-                let name = Command(op).name().unwrap_or("UNKNOWN");
+        // Indexed by opcode: every command's, in order.
+        let commands = (0u16..)
+            .map_while(|op| Command(op).name())
+            .map(|name| {
                 PerCommand {
                     requests: counter!(names::REQUESTS, "command" => name),
                     duration: histogram!(names::REQUEST_DURATION, "command" => name),

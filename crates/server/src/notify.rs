@@ -124,6 +124,15 @@ const BASE_MASK: u32 = IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_
 const ATTRIB_FILTER: u32 = filter::ATTRIBUTES | filter::LAST_WRITE | filter::LAST_ACCESS | filter::SECURITY;
 const MODIFY_FILTER: u32 = filter::SIZE | filter::LAST_WRITE;
 
+/// A pending watch on a directory open.
+pub struct Watch {
+    pub(crate) volatile: u64,
+    /// The open's key in the global file table (0: not in it).
+    pub(crate) file_key: u64,
+    /// Held while the request waits: the watcher sizes and wakes by it.
+    pub(crate) waiting: Arc<Waiting>,
+}
+
 /// A CHANGE_NOTIFY request waiting on an open. The watcher holds it
 /// weakly: while it lives, changes to the open wake its connection and
 /// are collected up to its `len`.

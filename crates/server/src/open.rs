@@ -1,7 +1,8 @@
 //! Open state (MS-SMB2 3.3.1.10).
 
+use std::time::Duration;
 use crate::files::OpenOwner;
-use crate::server::Share;
+use crate::share::Share;
 use smbq_vfs::Handle;
 use smbq_wire::FileId;
 use std::sync::Arc;
@@ -27,7 +28,7 @@ pub struct Open {
     pub file_key: u64,
     pub delete_on_close: bool,
     /// QUERY_DIRECTORY enumeration state.
-    pub dir: Option<crate::cmd::query_directory::DirCursor>,
+    pub dir: Option<crate::dir_cursor::DirCursor>,
     /// Open.LockSequenceArray (MS-SMB2 3.3.5.14): the LockSequenceNumber
     /// of the last LOCK that succeeded per LockSequenceIndex 1..=64.
     pub lock_sequences: [u8; 64],
@@ -38,7 +39,7 @@ pub struct Open {
     /// Samba does, moved to the end of each READ.
     pub position: u64,
     /// Granted a durable handle: the open may outlive its connection.
-    pub durable: Option<crate::durable::Durable>,
+    pub durable: Option<crate::open::Durable>,
     /// The key of the lease it was opened under.
     pub lease: Option<[u8; 16]>,
     /// Made by a CREATE with a durable v2 request: a replay of it gets
@@ -46,12 +47,12 @@ pub struct Open {
     pub replay: Option<Box<Replay>>,
     /// The connection its entry in the file table names (where its breaks
     /// go): the one it was made on, another channel of its session when
-    /// that one goes, [`crate::durable::DISCONNECTED`] while parked.
+    /// that one goes, [`crate::open::DISCONNECTED`] while parked.
     pub home: u64,
     /// Data was written through it: its close changes its directory
     /// (directory leases break then).
     pub written: bool,
-    /// A POSIX open (crate::posix).
+    /// A POSIX open (crate::posix_ext).
     pub posix: bool,
     /// In the opens gauge while it lives.
     pub counted: crate::metrics::Held,
@@ -59,7 +60,7 @@ pub struct Open {
 
 impl Open {
     /// The files this open works on: the share's POSIX view for a POSIX
-    /// open (crate::posix), else the share's.
+    /// open (crate::posix_ext), else the share's.
     pub fn fs(&self) -> Option<&dyn smbq_vfs::FileSystem> {
         match &self.share.posix {
             Some(view) if self.posix => Some(view.as_ref()),
@@ -114,3 +115,22 @@ pub mod access {
     /// Everything a file owner gets (FILE_ALL_ACCESS).
     pub const FILE_ALL: u32 = 0x001F_01FF;
 }
+
+/// What a durable open remembers to check a reconnect against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Durable {
+    /// Granted through DH2Q (v2) rather than DHnQ (v1).
+    pub v2: bool,
+    pub create_guid: [u8; 16],
+    /// The client's GUID: a leased open comes back only to it.
+    pub client_guid: [u8; 16],
+    /// Lower-case user name of the session that opened it.
+    pub user: String,
+    pub timeout: Duration,
+    /// Made resilient (FSCTL_LMR_REQUEST_RESILIENCY): kept on a lost
+    /// connection whatever its oplock or lease.
+    pub resilient: bool,
+}
+
+/// The connection id a parked open's entries in the file table carry.
+pub const DISCONNECTED: u64 = 0;

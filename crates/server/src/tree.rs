@@ -1,6 +1,6 @@
 //! Tree connect state (MS-SMB2 3.3.1.9).
 
-use crate::server::Share;
+use crate::share::Share;
 use std::sync::Arc;
 
 pub struct Tree {

@@ -15,8 +15,9 @@
 //! STATUS_CANCELLED on CANCEL (dispatch) and with STATUS_NOTIFY_CLEANUP
 //! when its handle closes.
 
-use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
-use crate::notify::{self, Outcome, Waiting};
+use crate::pending::AsyncWork;
+use crate::ctx::{Ctx, HResult, Req};
+use crate::notify::{self, Outcome, Waiting, Watch};
 use crate::open::access;
 use smbq_wire::header::HEADER_LEN;
 use smbq_wire::{FileId, NtStatus, Reader};
@@ -26,15 +27,6 @@ use std::sync::Arc;
 const NOTIFY_CLEANUP: NtStatus = NtStatus(0x0000_010B);
 /// SMB2_WATCH_TREE (MS-SMB2 2.2.35 Flags).
 const WATCH_TREE: u16 = 0x0001;
-
-/// A pending watch on a directory open.
-pub struct Watch {
-    volatile: u64,
-    /// The open's key in the global file table (0: not in it).
-    file_key: u64,
-    /// Held while the request waits: the watcher sizes and wakes by it.
-    waiting: Arc<Waiting>,
-}
 
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let mut r = Reader::new(req.body());

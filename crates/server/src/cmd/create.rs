@@ -2,8 +2,10 @@
 //! file or directory on a disk share, or a named pipe on IPC$. Also the
 //! access-mask and share-mode rules the other file commands reuse.
 
+use crate::meta::{meta, pipe_meta};
+use crate::share_mode::{share_conflict, share_path, READ_ACCESS, WRITE_ACCESS};
 use crate::access::{self as acl, map_access};
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::ctx::{Ctx, HResult, Req};
 use crate::files::{FileTable, OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
 use crate::durable;
@@ -11,7 +13,7 @@ use crate::files::{Lease, LeaseId};
 use crate::oplock;
 use smbq_wire::lease::{self, LeaseContext};
 use smbq_wire::oplock_break;
-use crate::server::{Share, ShareKind};
+use crate::share::{Share, ShareKind};
 use smbq_vfs::{CreateAction, Disposition, FileStat, FileSystem, Kind, OpenOptions};
 use smbq_wire::create::{ctx_name, disposition, maximal_access_data, on_disk_id_data, options, share, CreateRequest, CreateResponse};
 use smbq_wire::fscc::{attr, FileMeta};
@@ -22,61 +24,11 @@ use std::time::{Duration, Instant};
 
 /// DesiredAccess bits that are reserved (MS-SMB2 3.3.5.9).
 const RESERVED_ACCESS: u32 = 0x0CE0_FE00;
-/// Access that reads data / writes data: what share modes govern, with DELETE.
-pub const READ_ACCESS: u32 = access::FILE_READ_DATA | access::FILE_EXECUTE;
-pub const WRITE_ACCESS: u32 = access::FILE_WRITE_DATA | access::FILE_APPEND_DATA;
 /// CreateOptions bits Windows answers with STATUS_NOT_SUPPORTED
 /// (FILE_CREATE_TREE_CONNECTION, FILE_OPEN_BY_FILE_ID, FILE_RESERVE_OPFILTER).
 const NOT_SUPPORTED_OPTIONS: u32 = options::CREATE_TREE_CONNECTION | options::OPEN_BY_FILE_ID | options::RESERVE_OPFILTER;
 /// CreateOptions bits above the defined ones.
 const RESERVED_OPTIONS: u32 = 0xFF00_0000;
-/// The mode bits of CreateOptions FileModeInformation reports (MS-FSCC 2.4.26).
-pub const MODE_OPTIONS: u32 = 0x0000_103E;
-
-/// Whether a new open with `access`/`share_access` conflicts with the
-/// existing opens of the file (the share-mode check of MS-FSA 2.1.5.1.2,
-/// IoCheckShareAccess): only read/execute, write/append and delete access
-/// take part, on both sides.
-pub fn share_conflict(existing: &[OpenRef], access: u32, share_access: u32) -> bool {
-    let governed = |a: u32| a & (READ_ACCESS | WRITE_ACCESS | access::DELETE) != 0;
-    if !governed(access) {
-        return false;
-    }
-    existing.iter().filter(|o| governed(o.access)).any(|o| {
-        let denies = |a: u32, shares: u32| {
-            (a & READ_ACCESS != 0 && shares & share::READ == 0)
-                || (a & WRITE_ACCESS != 0 && shares & share::WRITE == 0)
-                || (a & access::DELETE != 0 && shares & share::DELETE == 0)
-        };
-        denies(access, o.share_access) || denies(o.access, share_access)
-    })
-}
-
-/// vfs metadata in the form the FSCC encoders take.
-pub fn meta(st: &FileStat) -> FileMeta {
-    FileMeta {
-        file_id: st.file_id,
-        end_of_file: if st.is_dir { 0 } else { st.size },
-        allocation_size: if st.is_dir { 0 } else { st.allocation_size },
-        creation_time: st.creation_time,
-        last_access_time: st.last_access_time,
-        last_write_time: st.last_write_time,
-        change_time: st.change_time,
-        attributes: st.attributes,
-        nlink: st.nlink,
-        directory: st.is_dir,
-    }
-}
-
-/// What a named pipe reports about itself.
-pub fn pipe_meta() -> FileMeta {
-    FileMeta { attributes: attr::NORMAL, nlink: 1, allocation_size: 4096, ..FileMeta::default() }
-}
-
-/// A share-relative SMB path without its one leading separator.
-pub fn share_path(name: &str) -> &str {
-    name.strip_prefix('\\').unwrap_or(name)
-}
 
 /// The request-level checks of MS-SMB2 3.3.5.9 that need no file.
 fn validate(r: &CreateRequest<'_>) -> Result<(), NtStatus> {
@@ -202,7 +154,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
 }
 
-/// The mode a POSIX open asks for (crate::posix): `Some` for a CREATE
+/// The mode a POSIX open asks for (crate::posix_ext): `Some` for a CREATE
 /// with the POSIX create context, on a connection that negotiated the
 /// extensions, to a share that offers them; its data is the 4-byte mode,
 /// anything else INVALID_PARAMETER, as Samba answers. Elsewhere the
@@ -302,14 +254,14 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
     if let Some(status) = refusal {
         // Not this request's open: leave it parked for its owner.
         if let Some(open) = server.park(open, ctx.now) {
-            crate::cmd::close::release(&server, open, ctx.now);
+            crate::teardown::release(&server, open, ctx.now);
         }
         return Err(status);
     }
     let st = match open.handle().map(|h| h.stat()) {
         Some(Ok(st)) => st,
         _ => {
-            crate::cmd::close::release(&server, open, ctx.now);
+            crate::teardown::release(&server, open, ctx.now);
             return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
         }
     };
@@ -345,7 +297,7 @@ fn reconnect(ctx: &mut Ctx<'_>, msg: &[u8], r: &CreateRequest<'_>, rc: &durable:
     let data = lease_ctx.map(|l| l.encode());
     let mut list: Vec<(&[u8], &[u8])> = data.iter().map(|d| (ctx_name::LEASE, d.as_slice())).collect();
     // A POSIX open stays one, and says so as its CREATE did.
-    let cc = (posix_open && r.context(&smbq_wire::posix::TAG).is_some()).then(|| crate::posix::cc_context(&st));
+    let cc = (posix_open && r.context(&smbq_wire::posix::TAG).is_some()).then(|| crate::posix_ext::cc_context(&st));
     if let Some(cc) = &cc {
         list.push((&smbq_wire::posix::TAG, cc));
     }
@@ -386,7 +338,8 @@ fn insert_open(ctx: &mut Ctx<'_>, fid: FileId, r: &CreateRequest<'_>, share: Arc
 
 fn open_pipe(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, name: &str, granted: u32, share: Arc<Share>) -> HResult {
     let user = ctx.session()?.user.clone();
-    let pipe = crate::rpc::Pipe::open(name, &ctx.conn.server, &user)?;
+    let server = &ctx.conn.server;
+    let pipe = crate::rpc::Pipe::open(name, &server.config.server_name, &server.shares(), &user, server.random::<u32>().max(1))?;
     let fid = new_file_id(ctx);
     insert_open(ctx, fid, r, share, OpenKind::Pipe(pipe), name.to_string(), granted, 0);
     let m = pipe_meta();
@@ -707,7 +660,7 @@ fn open_file(
     //# SMB2_CREATE_EA_BUFFER] to the newly created or overwritten file
     // (checked here, before anything is created).
     let eas = match r.context(ctx_name::EA_BUFFER) {
-        Some(c) => Some(smbq_wire::ea::decode_full(c.data).map_err(crate::cmd::set_info::ea_status)?),
+        Some(c) => Some(smbq_wire::ea::decode_full(c.data).map_err(crate::meta::ea_status)?),
         None => None,
     };
     let doc = r.options & options::DELETE_ON_CLOSE != 0;
@@ -928,7 +881,7 @@ fn open_file(
         contexts.push((ctx_name::QUERY_ON_DISK_ID, on_disk_id_data(st.file_id, volume).to_vec()));
     }
     if posix.is_some() {
-        contexts.push((&smbq_wire::posix::TAG, crate::posix::cc_context(&st)));
+        contexts.push((&smbq_wire::posix::TAG, crate::posix_ext::cc_context(&st)));
     }
     let lease_data = lease_ctx.map(|l| l.encode());
     if let Some(d) = &lease_data {
@@ -958,7 +911,7 @@ fn open_file(
         let user = ctx.session()?.user.to_lowercase();
         let timeout = if d.v2 { durable::timeout(d.timeout_ms) } else { durable::DEFAULT_TIMEOUT };
         if let Some(o) = ctx.conn.opens.get_mut(&fid.volatile) {
-            o.durable = Some(durable::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout, resilient: false });
+            o.durable = Some(crate::open::Durable { v2: d.v2, create_guid: d.create_guid, client_guid: client, user, timeout, resilient: false });
         }
     }
     let list: Vec<(&[u8], &[u8])> = contexts.iter().map(|(n, d)| (*n, d.as_slice())).collect();

@@ -1,6 +1,6 @@
 //! ECHO (MS-SMB2 2.2.28, 2.2.29; processing 3.3.5.18).
 
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::ctx::{Ctx, HResult, Req};
 use smbq_wire::session_setup::encode_empty;
 use smbq_wire::NtStatus;
 

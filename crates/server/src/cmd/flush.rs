@@ -1,7 +1,8 @@
 //! FLUSH (MS-SMB2 2.2.17, 2.2.18; processing 3.3.5.11).
 
-use crate::cmd::create::WRITE_ACCESS;
-use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::share_mode::WRITE_ACCESS;
+use crate::pending::AsyncWork;
+use crate::ctx::{Ctx, HResult, Req};
 use crate::job::Work;
 use crate::open::OpenKind;
 use smbq_wire::flush::{decode_request, encode_response};

@@ -21,8 +21,10 @@
 //! checks resilient and persistent opens only (<314>); Samba and smbq do
 //! what the text says.
 
-use crate::connection::ConnState;
-use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::byte_range::{lock_conflict, unlock, Blocked};
+use crate::conn_state::ConnState;
+use crate::pending::AsyncWork;
+use crate::ctx::{Ctx, HResult, Req};
 use crate::files::{ByteLock, OpenOwner};
 use crate::open::access;
 use crate::oplock;
@@ -31,62 +33,6 @@ use smbq_wire::{FileId, NtStatus};
 
 /// STATUS_INVALID_LOCK_RANGE (MS-ERREF 2.3.1).
 pub const INVALID_LOCK_RANGE: NtStatus = NtStatus(0xC000_01A1);
-
-/// A blocking lock request (a single element without FAIL_IMMEDIATELY)
-/// waiting for a conflicting lock to go away. Nothing is held while it
-/// waits.
-pub struct Blocked {
-    file_id: FileId,
-    owner: OpenOwner,
-    file_key: u64,
-    offset: u64,
-    length: u64,
-    exclusive: bool,
-    /// Where its LockSequenceNumber goes once granted.
-    sequence: Option<(usize, u8)>,
-}
-
-/// Whether `[a_off, a_off + a_len)` and `[b_off, b_off + b_len)` overlap,
-/// computed without wrapping; with a zero length this is "strictly inside".
-pub fn overlaps(a_off: u64, a_len: u64, b_off: u64, b_len: u64) -> bool {
-    let (a0, b0) = (u128::from(a_off), u128::from(b_off));
-    let (a1, b1) = (a0 + u128::from(a_len), b0 + u128::from(b_len));
-    a0 < b1 && b0 < a1
-}
-
-/// Would a new lock by `owner` conflict with `locks`?
-pub fn lock_conflict(locks: &[ByteLock], owner: OpenOwner, offset: u64, length: u64, exclusive: bool) -> bool {
-    locks
-        .iter()
-        .any(|l| overlaps(offset, length, l.offset, l.length) && (exclusive || (l.exclusive && l.owner != owner)))
-}
-
-/// Does a READ (`write == false`) or WRITE of `length` bytes at `offset`
-/// by `owner` conflict with a byte-range lock (MS-FSA 2.1.4.10)? Reads
-/// are blocked by other opens' exclusive locks; writes by those and by
-/// every shared lock, the writer's own included. Zero-length I/O never
-/// conflicts. READ/WRITE answer STATUS_FILE_LOCK_CONFLICT when it does.
-pub fn io_conflict(locks: &[ByteLock], owner: OpenOwner, offset: u64, length: u64, write: bool) -> bool {
-    length != 0
-        && locks.iter().any(|l| {
-            overlaps(offset, length, l.offset, l.length)
-                && if write { !l.exclusive || l.owner != owner } else { l.exclusive && l.owner != owner }
-        })
-}
-
-/// Remove one lock of `owner` with exactly this range, an exclusive one
-/// first; false if there is none.
-pub fn unlock(locks: &mut Vec<ByteLock>, owner: OpenOwner, offset: u64, length: u64) -> bool {
-    let exact = |l: &ByteLock| l.owner == owner && l.offset == offset && l.length == length;
-    let pos = locks.iter().position(|l| exact(l) && l.exclusive).or_else(|| locks.iter().position(exact));
-    match pos {
-        Some(i) => {
-            locks.remove(i);
-            true
-        }
-        None => false,
-    }
-}
 
 /// A range whose last byte lies beyond 2^64 - 1.
 fn bad_range(l: &LockElement) -> bool {
@@ -285,6 +231,7 @@ pub fn cancel(_st: &mut ConnState, _b: &Blocked) {}
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::byte_range::{io_conflict, overlaps};
 
     const A: OpenOwner = OpenOwner { connection: 1, volatile: 1 };
     const B: OpenOwner = OpenOwner { connection: 1, volatile: 2 };
@@ -465,8 +412,8 @@ mod tests {
     /// blocked lock whose open was closed.
     #[test]
     fn handler_blocking_flow() {
-        use crate::cmd::ioctl::harness::{self, DISK};
-        use crate::dispatch::AsyncWork;
+        use crate::harness::{self, DISK};
+        use crate::pending::AsyncWork;
         let mut h = harness::new();
         let h1 = h.open("l.txt", access::FILE_ALL);
         let h2 = h.open("l.txt", access::FILE_ALL);

@@ -3,7 +3,7 @@
 //! keep them; smbtorture smb2.durable-open.reopen4) and trees and
 //! forgets the session.
 
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::ctx::{Ctx, HResult, Req};
 use smbq_wire::session_setup::encode_empty;
 use smbq_wire::NtStatus;
 

@@ -1,9 +1,11 @@
 //! NEGOTIATE (MS-SMB2 2.2.3, 2.2.4; processing 3.3.5.3 and 3.3.5.4), and
 //! the SMB1 negotiate that starts a multi-protocol exchange (3.3.5.3.1).
 
-use crate::connection::{ConnState, Fatal, Negotiated, TransportKind};
+use crate::conn_state::DIALECTS;
+use crate::conn_state::{ConnState, Fatal, Negotiated};
+use crate::transport_info::TransportKind;
 use crate::credits::{self, Credits, CREDIT_PAYLOAD};
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::ctx::{Ctx, HResult, Req};
 use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
 use smbq_wire::negotiate::{
     caps, ctx as nctx, decode_id_list, decode_preauth, decode_transport_caps, security_mode, NegotiateRequest,
@@ -11,8 +13,6 @@ use smbq_wire::negotiate::{
 };
 use smbq_wire::{header, Dialect, Header, NtStatus, Put};
 
-/// Dialects we speak, best first.
-pub const DIALECTS: [Dialect; 5] = [Dialect::SMB311, Dialect::SMB302, Dialect::SMB300, Dialect::SMB210, Dialect::SMB202];
 /// Cipher preference: GCM before CCM, 128 before 256 (what Windows picks).
 const CIPHERS: [Cipher; 4] = [Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm];
 const SIGNING: [SigningAlgorithm; 3] = [SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256];

@@ -1,7 +1,7 @@
 //! OPLOCK_BREAK acknowledgment (MS-SMB2 2.2.24.1, 2.2.25.1; processing
 //! 3.3.5.22.1): the holder of a broken oplock says which level it keeps.
 
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::ctx::{Ctx, HResult, Req};
 use crate::oplock;
 use smbq_wire::oplock_break::{decode_ack, encode};
 use smbq_wire::NtStatus;

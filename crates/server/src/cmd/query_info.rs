@@ -1,8 +1,8 @@
 //! QUERY_INFO (MS-SMB2 2.2.37, 2.2.38; processing 3.3.5.20): file,
 //! file system and security information (MS-FSCC 2.4, 2.5; MS-DTYP 2.4.6).
 
-use crate::cmd::create::{meta, pipe_meta, MODE_OPTIONS};
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::meta::{meta, pipe_meta, MODE_OPTIONS};
+use crate::ctx::{Ctx, HResult, Req};
 use crate::open::{access, Open};
 use crate::server::Server;
 use smbq_wire::fscc::{self, class, fs_attr, fs_class, FsSize};
@@ -82,7 +82,7 @@ fn need(open: &Open, bits: u32) -> Result<(), NtStatus> {
 }
 
 /// SMB2_0_INFO_FILE classes (MS-SMB2 3.3.5.20.1, MS-FSCC 2.4).
-/// FILE_POSIX_INFORMATION (crate::posix), for a POSIX open only
+/// FILE_POSIX_INFORMATION (crate::posix_ext), for a POSIX open only
 /// (INVALID_LEVEL otherwise, as on Samba).
 fn posix_info(server: &Server, open: &Open) -> Result<Info, NtStatus> {
     let h = open.handle().filter(|_| open.posix).ok_or(NtStatus::INVALID_LEVEL)?;
@@ -90,7 +90,7 @@ fn posix_info(server: &Server, open: &Open) -> Result<Info, NtStatus> {
     let mut st = h.stat().map_err(NtStatus::from)?;
     server.files.show_times(&mut st, std::time::Instant::now());
     let mut data = Vec::new();
-    crate::posix::info(&st).encode(&mut data);
+    crate::posix_ext::info(&st).encode(&mut data);
     Ok(Info { fixed: data.len(), data })
 }
 
@@ -206,7 +206,7 @@ fn full_ea(open: &Open, r: &QueryInfoRequest<'_>, max: usize) -> Result<(Vec<u8>
     let h = open.handle().ok_or(NtStatus::INVALID_PARAMETER)?;
     let mut eas = h.eas().map_err(NtStatus::from)?;
     if !r.input.is_empty() {
-        let names = smbq_wire::ea::decode_names(r.input).map_err(crate::cmd::set_info::ea_status)?;
+        let names = smbq_wire::ea::decode_names(r.input).map_err(crate::meta::ea_status)?;
         eas = names
             .into_iter()
             .map(|n| match eas.iter().find(|e| e.name.eq_ignore_ascii_case(&n)) {

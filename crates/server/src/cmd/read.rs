@@ -1,9 +1,10 @@
 //! READ (MS-SMB2 2.2.19, 2.2.20; processing 3.3.5.12). File data is read
 //! straight into the response buffer: the only copy is the kernel's.
 
-use crate::cmd::lock::io_conflict;
-use crate::connection::ConnState;
-use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::byte_range::io_conflict;
+use crate::conn_state::ConnState;
+use crate::pending::AsyncWork;
+use crate::ctx::{Ctx, HResult, Req};
 use crate::job::{ReadJob, Work};
 use crate::open::{access, OpenKind};
 use smbq_wire::read::{encode_response_head, set_data_len, ReadRequest};
@@ -20,7 +21,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     ctx.check_charge(r.length)?;
     // A range past the signed 64-bit offsets is invalid (MS-FSA 2.1.5.2).
-    if !super::write::in_range(r.offset, u64::from(r.length)) {
+    if !crate::byte_range::in_range(r.offset, u64::from(r.length)) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let fid = ctx.resolve(r.file_id)?;

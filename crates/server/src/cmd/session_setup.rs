@@ -2,8 +2,9 @@
 //! authentication, key derivation, re-authentication.
 
 use crate::config::EncryptPolicy;
-use crate::dispatch::{Ctx, HResult, Req};
-use crate::connection::{Negotiated, TransportKind};
+use crate::ctx::{Ctx, HResult, Req};
+use crate::conn_state::Negotiated;
+use crate::transport_info::TransportKind;
 use crate::server::LiveSession;
 use crate::session::{Channel, Session, SessionState};
 use smbq_auth::{AuthError, AuthStep, ServerAuth, TargetInfo};
@@ -71,7 +72,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             //= MS-SMB2 3.3.5.5.3: a failed re-authentication ends the
             //= session; it goes once its error response is signed with
             //= its key (dispatch drops logged-off sessions after sending).
-            super::close::close_where(ctx.conn, ctx.now, |o| o.session_id == sid);
+            ctx.conn.close_where(ctx.now, |o| o.session_id == sid);
             if let Some(s) = ctx.conn.sessions.get_mut(&sid) {
                 s.trees.clear();
                 s.state = SessionState::LoggedOff;

@@ -2,8 +2,9 @@
 //! attributes, size, delete disposition and rename (MS-FSCC 2.4, with the
 //! checks of MS-FSA 2.1.5.14).
 
-use crate::cmd::create::{share_conflict, share_path};
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::meta::ea_status;
+use crate::share_mode::{share_conflict, share_path};
+use crate::ctx::{Ctx, HResult, Req};
 use crate::open::{access, OpenKind};
 use smbq_vfs::SetTimes;
 use smbq_wire::create::{options, share};
@@ -67,15 +68,6 @@ fn need(granted: u32, bits: u32) -> Result<(), NtStatus> {
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(())
-}
-
-/// The status for an EA list that does not decode (MS-FSA 2.1.5.14.4):
-/// a bad name is INVALID_EA_NAME, anything else EA_LIST_INCONSISTENT.
-pub(crate) fn ea_status(e: smbq_wire::ea::EaError) -> NtStatus {
-    match e {
-        smbq_wire::ea::EaError::InvalidName => NtStatus::INVALID_EA_NAME,
-        smbq_wire::ea::EaError::Decode(_) => NtStatus::EA_LIST_INCONSISTENT,
-    }
 }
 
 /// SMB2_0_INFO_FILE classes (MS-SMB2 3.3.5.21.1).
@@ -235,7 +227,7 @@ fn security(ctx: &mut Ctx<'_>, fid: FileId, r: &SetInfoRequest<'_>) -> Result<()
     if open.share.read_only() {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if open.posix && crate::posix::set_security(h, &new, info)? {
+    if open.posix && crate::posix_ext::set_security(h, &new, info)? {
         return Ok(());
     }
     let old = crate::access::descriptor(&h.security().map_err(NtStatus::from)?, h.is_dir);

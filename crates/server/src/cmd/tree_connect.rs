@@ -1,9 +1,9 @@
 //! TREE_CONNECT (MS-SMB2 2.2.9, 2.2.10; processing 3.3.5.7).
 
 use crate::config::EncryptPolicy;
-use crate::dispatch::{Ctx, HResult, Req};
+use crate::ctx::{Ctx, HResult, Req};
 use crate::open::access;
-use crate::server::ShareKind;
+use crate::share::ShareKind;
 use crate::tree::Tree;
 use smbq_wire::tree_connect::{decode_request, encode_response, share_flags, share_name, SHARE_TYPE_DISK, SHARE_TYPE_PIPE};
 use smbq_wire::NtStatus;

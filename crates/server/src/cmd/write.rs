@@ -2,9 +2,11 @@
 //! written from the request buffer, or from the chunks the transport
 //! received it in ([`Req::tail`]); nothing is copied.
 
-use crate::cmd::create::WRITE_ACCESS;
-use crate::cmd::lock::io_conflict;
-use crate::dispatch::{AsyncWork, Ctx, HResult, Req};
+use crate::byte_range::in_range;
+use crate::share_mode::WRITE_ACCESS;
+use crate::byte_range::io_conflict;
+use crate::pending::AsyncWork;
+use crate::ctx::{Ctx, HResult, Req};
 use crate::job::Work;
 use bytes::Bytes;
 use crate::open::{access, OpenKind};
@@ -16,12 +18,6 @@ use smbq_wire::NtStatus;
 /// The largest file NTFS allows (16 TiB - 64 KiB); Windows fails writes
 /// that would end past it with INVALID_PARAMETER.
 const MAX_FILE_SIZE: u64 = 0xFFF_FFFF_0000;
-
-/// Whether `offset..offset + len` lies within the signed 64-bit file
-/// offsets (MS-FSA 2.1.5.2 and 2.1.5.3 fail negative offsets).
-pub fn in_range(offset: u64, len: u64) -> bool {
-    offset.checked_add(len).is_some_and(|end| end <= i64::MAX as u64)
-}
 
 /// Handle an SMB2 WRITE (MS-SMB2 3.3.5.13).
 pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {

@@ -14,11 +14,12 @@ mod srvsvc;
 #[cfg(test)]
 mod tests;
 
-use crate::server::{Server, ShareKind};
+use crate::share::{Share, ShareKind};
 use smbq_wire::dcerpc::{Header, HEADER_LEN};
 use smbq_wire::NtStatus;
 use srvsvc::{ShareInfo, Srvsvc};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Answers queued but not read past this many bytes fail further writes.
 const MAX_OUTPUT: usize = 1024 * 1024;
@@ -35,10 +36,10 @@ pub struct Pipe {
 impl Pipe {
     /// Open pipe `name` ("srvsvc", case-insensitive, with or without a
     /// leading `\`); unknown names are OBJECT_NAME_NOT_FOUND. Its share
-    /// list leaves out the shares `user` may not connect to.
-    pub fn open(name: &str, server: &Server, user: &str) -> Result<Pipe, NtStatus> {
-        let shares = server
-            .shares()
+    /// list is `shares` but those `user` may not connect to; `assoc` its
+    /// association group.
+    pub fn open(name: &str, server_name: &str, shares: &[Arc<Share>], user: &str, assoc: u32) -> Result<Pipe, NtStatus> {
+        let shares = shares
             .iter()
             .filter(|s| s.for_user(user).is_some())
             .map(|s| match s.kind {
@@ -48,7 +49,7 @@ impl Pipe {
                 }
             })
             .collect();
-        Pipe::with_shares(name, &server.config.server_name, shares, server.random::<u32>().max(1))
+        Pipe::with_shares(name, server_name, shares, assoc)
     }
 
     fn with_shares(name: &str, server_name: &str, shares: Vec<ShareInfo>, assoc: u32) -> Result<Pipe, NtStatus> {

@@ -8,7 +8,7 @@
 //!
 //! A connection works on its client's tables while it handles a message,
 //! a timeout or a notice, with the client locked: [`crate::Connection`]
-//! moves the tables into its [`crate::connection::ConnState`] for that
+//! moves the tables into its [`crate::conn_state::ConnState`] for that
 //! time and back after, so handlers see plain maps. A client is locked
 //! before the file table and the mailboxes, never after them.
 

@@ -10,7 +10,7 @@
 //! FILE_POSIX_INFORMATION (QUERY_INFO and QUERY_DIRECTORY) or change a
 //! mode or owner.
 
-use crate::cmd::create::meta;
+use crate::meta::meta;
 use smbq_vfs::{FileStat, Handle};
 use smbq_wire::posix::{self as wire, CcInfo, PosixInfo};
 use smbq_wire::security::{secinfo, SecurityDescriptor, Sid};
