@@ -244,6 +244,57 @@ fn element(
     enc: Option<u64>,
 ) -> Result<Option<u64>, Fatal> {
     let hdr = req.hdr;
+    if !admit(c, hdr, enc)? {
+        return Ok(None);
+    }
+    let header_start = out.len();
+    let Ran { result, session_id, tree_id, related_file_id, go_async, disconnect, lookup_failed } = run(c, now, req, out, chain, enc, header_start);
+    let command = hdr.command();
+    if disconnect {
+        return Err(Fatal::PeerMisbehaved("request the spec answers by disconnecting"));
+    }
+    if let (Some(AsyncWork::Job(job)), Ok(_)) = (&go_async, &result) {
+        // On the pool: no answer yet (a late one, or an interim first,
+        // see crate::job). Only a request alone in its message gets here.
+        let job = *job;
+        out.truncate(header_start);
+        let async_id = c.async_id();
+        let p = Pending::new(hdr, now, async_id, (session_id, tree_id), enc.is_some(), AsyncWork::Job(job));
+        c.pending.push(Pending { interim_at: Some(now + crate::job::INTERIM_DELAY), stream: c.stream, ..p });
+        return Ok(None);
+    }
+    let result = match result {
+        Ok(_) if out.len() > MAX_RESPONSE => Err(NtStatus::INSUFFICIENT_RESOURCES),
+        r => r,
+    };
+    let status = match result {
+        Ok(s) => s,
+        Err(s) => {
+            out.truncate(header_start + HEADER_LEN);
+            encode_error_body(out, &[]);
+            s
+        }
+    };
+    if out.len() == header_start + HEADER_LEN {
+        encode_error_body(out, &[]);
+    }
+    chain.valid = !lookup_failed;
+    chain.session_id = session_id;
+    chain.tree_id = tree_id;
+    chain.file_id = related_file_id;
+    if command == Command::CREATE && status.is_error() {
+        chain.create_failed = Some(status);
+    }
+
+    let (status, sign) = answer_header(c, req, now, out, header_start, (session_id, tree_id), status, go_async, enc);
+    hash_preauth(c, req, out, header_start, session_id, status, sign);
+    Ok(sign.then_some(session_id))
+}
+
+/// A request element's checks before its command runs: a response sent
+/// to the server, NEGOTIATE first and once, the credit window; a CANCEL
+/// is carried out here (`Ok(false)`: nothing to answer).
+fn admit(c: &mut Connection, hdr: &Header, enc: Option<u64>) -> Result<bool, Fatal> {
     let command = hdr.command();
     if hdr.flags & flags::SERVER_TO_REDIR != 0 {
         return Err(Fatal::PeerMisbehaved("response sent to the server"));
@@ -259,19 +310,38 @@ fn element(
     }
     if command == Command::CANCEL {
         cancel(c, hdr, enc);
-        return Ok(None);
+        return Ok(false);
     }
     let charge = crate::credits::charged(crate::credits::multi_credit(c.st.neg.as_ref()), hdr.credit_charge);
     if !c.credits.consume(hdr.message_id, charge) {
         return Err(Fatal::PeerMisbehaved("message id outside the credit window"));
     }
+    Ok(true)
+}
+
+/// What running a request element's command left.
+struct Ran {
+    result: HResult,
+    session_id: u64,
+    tree_id: u32,
+    related_file_id: Option<FileId>,
+    go_async: Option<AsyncWork>,
+    disconnect: bool,
+    /// Its session or tree was not found (a related element after it
+    /// inherits nothing).
+    lookup_failed: bool,
+}
+
+/// Run a request element's command, its response body going after a
+/// header's room at `header_start` of `out`.
+fn run(c: &mut Connection, now: Instant, req: &Req<'_>, out: &mut Vec<u8>, chain: &Chain, enc: Option<u64>, header_start: usize) -> Ran {
+    let hdr = req.hdr;
     let related = hdr.flags & flags::RELATED_OPERATIONS != 0;
     // A related element takes the previous element's session and tree; one
     // that cannot (it heads the chain) answers with its own ids.
     let inherit = related && chain.valid;
     let (session_id, tree_id) = if inherit { (chain.session_id, chain.tree_id) } else { (hdr.session_id, hdr.tree_id) };
 
-    let header_start = out.len();
     out.resize(header_start + HEADER_LEN, 0);
     let may_defer = chain.alone && c.st.offload && c.pending.len() < c.st.server.config.limits.max_outstanding;
     let mut ctx = Ctx {
@@ -308,42 +378,26 @@ fn element(
         || (related && !chain.valid)
         || foreign;
     let Ctx { session_id, tree_id, related_file_id, go_async, disconnect, .. } = ctx;
-    if disconnect {
-        return Err(Fatal::PeerMisbehaved("request the spec answers by disconnecting"));
-    }
-    if let (Some(AsyncWork::Job(job)), Ok(_)) = (&go_async, &result) {
-        // On the pool: no answer yet (a late one, or an interim first,
-        // see crate::job). Only a request alone in its message gets here.
-        let job = *job;
-        out.truncate(header_start);
-        let async_id = c.async_id();
-        let p = Pending::new(hdr, now, async_id, (session_id, tree_id), enc.is_some(), AsyncWork::Job(job));
-        c.pending.push(Pending { interim_at: Some(now + crate::job::INTERIM_DELAY), stream: c.stream, ..p });
-        return Ok(None);
-    }
-    let result = match result {
-        Ok(_) if out.len() > MAX_RESPONSE => Err(NtStatus::INSUFFICIENT_RESOURCES),
-        r => r,
-    };
-    let mut status = match result {
-        Ok(s) => s,
-        Err(s) => {
-            out.truncate(header_start + HEADER_LEN);
-            encode_error_body(out, &[]);
-            s
-        }
-    };
-    if out.len() == header_start + HEADER_LEN {
-        encode_error_body(out, &[]);
-    }
-    chain.valid = !lookup_failed;
-    chain.session_id = session_id;
-    chain.tree_id = tree_id;
-    chain.file_id = related_file_id;
-    if command == Command::CREATE && status.is_error() {
-        chain.create_failed = Some(status);
-    }
+    Ran { result, session_id, tree_id, related_file_id, go_async, disconnect, lookup_failed }
+}
 
+/// The response header of an element whose body is in `out`: credits,
+/// ids, an async answer's interim (the request goes on the pending list),
+/// and the signature when it is signed; returns the status sent and
+/// whether it is signed.
+#[allow(clippy::too_many_arguments)]
+fn answer_header(
+    c: &mut Connection,
+    req: &Req<'_>,
+    now: Instant,
+    out: &mut Vec<u8>,
+    header_start: usize,
+    (session_id, tree_id): (u64, u32),
+    mut status: NtStatus,
+    go_async: Option<AsyncWork>,
+    enc: Option<u64>,
+) -> (NtStatus, bool) {
+    let hdr = req.hdr;
     let mut rh = Header {
         credit_charge: hdr.credit_charge,
         status: 0,
@@ -405,7 +459,12 @@ fn element(
         dst.copy_from_slice(&h);
     }
 
-    // Preauth integrity (MS-SMB2 3.3.5.4, 3.3.5.5): hash the exchange.
+    (status, sign)
+}
+
+/// Preauth integrity (MS-SMB2 3.3.5.4, 3.3.5.5): hash the exchange.
+fn hash_preauth(c: &mut Connection, req: &Req<'_>, out: &mut [u8], header_start: usize, session_id: u64, status: NtStatus, sign: bool) {
+    let command = req.hdr.command();
     if c.st.neg.as_ref().is_some_and(|n| n.dialect == Dialect::SMB311) {
         let resp = out.get(header_start..).unwrap_or(&[]);
         if command == Command::NEGOTIATE {
@@ -424,7 +483,6 @@ fn element(
             }
         }
     }
-    Ok(sign.then_some(session_id))
 }
 
 /// MS-SMB2 3.3.4.1.1: sign responses to signed requests and on sessions that

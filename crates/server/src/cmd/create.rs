@@ -6,7 +6,7 @@ use crate::meta::{meta, pipe_meta};
 use crate::share_mode::{share_conflict, share_path, READ_ACCESS, WRITE_ACCESS};
 use crate::access::{self as acl, map_access};
 use crate::ctx::{Ctx, HResult, Req};
-use crate::files::{FileTable, OpenOwner, OpenRef};
+use crate::files::{FileLock, FileTable, OpenOwner, OpenRef};
 use crate::open::{access, Open, OpenKind};
 use crate::durable;
 use crate::files::{Lease, LeaseId};
@@ -618,14 +618,44 @@ fn open_quota_file(ctx: &mut Ctx<'_>, r: &CreateRequest<'_>, granted: u32, fs: &
     Ok(NtStatus::SUCCESS)
 }
 
+/// A CREATE of a file or directory on a disk share, as the steps of
+/// [`open_file`] see it: the request, the file system it opens on, and
+/// the access granted so far (the file's security descriptor narrows it).
+struct Opening<'a> {
+    r: &'a CreateRequest<'a>,
+    fs: &'a dyn FileSystem,
+    /// The mode of a POSIX open.
+    posix: Option<u32>,
+    /// The named stream the name opens.
+    stream: Option<&'a str>,
+    granted: u32,
+    maximal: u32,
+}
+
+/// What a CREATE's contexts set on a file it creates or overwrites.
+struct Asked {
+    alloc_size: Option<u64>,
+    eas: Option<Vec<smbq_wire::ea::Ea>>,
+}
+
+/// After [`lock_existing`]: the file as it was found, locked, or the time
+/// to wait until for the breaks the open caused.
+enum Found<'t> {
+    Ready(Option<FileStat>, Option<FileLock<'t>>),
+    Wait(Instant),
+}
+
+/// Open or create a file or directory on a disk share (MS-SMB2 3.3.5.9):
+/// check the request, lock and check the file if it exists, open it, set
+/// what the request asks of a new file, register the open, answer.
 #[allow(clippy::too_many_arguments)]
 fn open_file(
     ctx: &mut Ctx<'_>,
     req_msg: &[u8],
     r: &CreateRequest<'_>,
     durable_request: Option<durable::Request>,
-    mut granted: u32,
-    mut maximal: u32,
+    granted: u32,
+    maximal: u32,
     fs: &dyn FileSystem,
     posix: Option<u32>,
     share: Arc<Share>,
@@ -634,50 +664,7 @@ fn open_file(
     if name.eq_ignore_ascii_case(QUOTA_FAKE_FILE) {
         return open_quota_file(ctx, r, granted, fs, share);
     }
-    // Names never climb: a `..` component is a syntax error, as on
-    // Windows and Samba (smbtorture smb2.mkdir).
-    if name.split('\\').any(|c| c == "..") {
-        return Err(NtStatus::OBJECT_PATH_SYNTAX_BAD);
-    }
-    // The file's name, then what it says of a stream (MS-FSCC 2.1.5).
-    // (A POSIX open's names are checked by its view of the share.)
-    if posix.is_none() {
-        smbq_vfs::check_name(smbq_vfs::parse_stream(name).map_err(NtStatus::from)?.0).map_err(NtStatus::from)?;
-    }
-    // No snapshots here: a timewarp open names nothing (MS-SMB2 3.3.5.9.6
-    // fails a missing snapshot with OBJECT_NAME_NOT_FOUND).
-    if r.context(ctx_name::TIMEWARP).is_some() {
-        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
-    }
-    // MS-SMB2 2.2.13.2.6, 3.3.5.9.3: AllocationSize is 8 bytes, reserved
-    // for the file being created or overwritten.
-    let alloc_size = match r.context(ctx_name::ALLOCATION_SIZE) {
-        Some(c) => Some(u64::from_le_bytes(c.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?)),
-        None => None,
-    };
-    //= MS-SMB2 3.3.5.9.2
-    //# the server MUST apply the extended attributes [of an
-    //# SMB2_CREATE_EA_BUFFER] to the newly created or overwritten file
-    // (checked here, before anything is created).
-    let eas = match r.context(ctx_name::EA_BUFFER) {
-        Some(c) => Some(smbq_wire::ea::decode_full(c.data).map_err(crate::meta::ea_status)?),
-        None => None,
-    };
-    let doc = r.options & options::DELETE_ON_CLOSE != 0;
-    //= MS-SMB2 3.3.5.9
-    //# If the CreateOptions field includes FILE_DELETE_ON_CLOSE and
-    //# DesiredAccess does not include DELETE, the server MUST fail the
-    //# request with STATUS_ACCESS_DENIED.
-    if doc && granted & access::DELETE == 0 {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    if doc && r.file_attributes & attr::READONLY != 0 {
-        return Err(NtStatus::CANNOT_DELETE);
-    }
-    // MS-FSA 2.1.5.1: a directory cannot be created or opened TEMPORARY.
-    if r.options & options::DIRECTORY_FILE != 0 && r.file_attributes & attr::TEMPORARY != 0 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
+    let asked = check_request(r, granted, posix)?;
     let lease_req = lease_request(ctx, r)?;
     let client = ctx.conn.client_guid();
     let lease_id: Option<LeaseId> = lease_req.map(|l| (client, l.key));
@@ -688,69 +675,20 @@ fn open_file(
     }
     let server = Arc::clone(&ctx.conn.server);
     let files = &server.files;
+    let mut o = Opening { r, fs, posix, stream: stream_name(name, posix.is_some()), granted, maximal };
     // Durable opens parked after a lost connection hold a batch oplock
     // nobody can acknowledge: an open that would break it closes them.
-    let overwrite = overwrites(r);
-    let stream = stream_name(name, posix.is_some());
-    let key = (!oplock::is_stat_open(oplock::effective_access(granted, overwrite)))
+    let parked = (!oplock::is_stat_open(oplock::effective_access(granted, overwrites(r))))
         .then(|| fs.stat_path(name).ok())
         .flatten()
-        .map(|s| table_key(files, &s, stream));
-    server.expire_parked(ctx.now, |p| Some(p.open.file_key) == key);
+        .map(|s| table_key(files, &s, o.stream));
+    server.expire_parked(ctx.now, |p| Some(p.open.file_key) == parked);
     let token = acl::Token::for_user(&ctx.session()?.user);
-    let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
-    // What the name asks of the object comes before share modes: a data
-    // stream is no directory (smbtorture smb2.streams.dir).
-    let data = posix.is_none() && matches!(smbq_vfs::parse_stream(name), Ok((_, smbq_vfs::Stream::Data | smbq_vfs::Stream::Named(_))));
-    if data && r.options & options::DIRECTORY_FILE != 0 {
-        return Err(NtStatus::NOT_A_DIRECTORY);
-    }
-    if data && stream.is_none() && existing.as_ref().is_some_and(|st| st.is_dir) {
-        return Err(NtStatus::FILE_IS_A_DIRECTORY);
-    }
-    if stream.is_some() {
-        check_stream_base(files, fs, name, r, granted, existing.is_some())?;
-    }
-    // An existing file stays locked (its lock alone, see files::FileTable)
-    // from the checks to the registration of the new open: no other open
-    // of it comes between them, and nothing is truncated before the share
-    // modes and oplocks allow it.
-    let mut locked = None;
-    if let Some(st) = &existing {
-        //= MS-SMB2 3.3.5.9
-        //# the server MUST perform access checks [of DesiredAccess against
-        //# the file's security descriptor, MS-FSA 2.1.5.1.2.1]
-        maximal &= allowed_on(fs, name, &token, r.desired_access)?;
-        granted = map_access(r.desired_access, maximal);
-        // Replacing the contents needs the right to write them, asked
-        // for or not (MS-FSA 2.1.5.1.2.1; smbtorture
-        // smb2.acls.OVERWRITE_READ_ONLY_FILE).
-        let implied = if overwrites(r) { access::FILE_WRITE_DATA } else { 0 };
-        if (granted | implied) & !maximal != 0 {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
-        let key = table_key(files, st, stream);
-        if st.attributes & attr::READONLY != 0 && !st.is_dir {
-            // MAXIMUM_ALLOWED on a read-only file grants no data writes.
-            maximal &= !WRITE_ACCESS;
-            if r.desired_access & access::MAXIMUM_ALLOWED != 0 && r.desired_access & (access::GENERIC_WRITE | access::GENERIC_ALL) == 0 {
-                granted &= !(WRITE_ACCESS & !r.desired_access);
-            }
-        }
-        let entry = locked.insert(files.entry(key));
-        if let Some(n) = stream {
-            // Found by its name from now on (the key is looked up again
-            // after the open).
-            files.set_stream(entry, st.file_id, n);
-        }
-        check_existing(st, Some(entry), r, granted)?;
-        if stream.is_none() && granted & access::DELETE != 0 {
-            check_streams_share_delete(files, key)?;
-        }
-        if let Some(deadline) = contend(ctx, entry, r, granted, lease_id.as_ref())? {
-            return ctx.defer(req_msg, deadline);
-        }
-    }
+    let (existing, locked) = match lock_existing(ctx, &mut o, files, &token, lease_id.as_ref())? {
+        Found::Ready(existing, locked) => (existing, locked),
+        Found::Wait(deadline) => return ctx.defer(req_msg, deadline),
+    };
+    let stream = o.stream;
     //= MS-SMB2 3.3.5.9.8
     //# a lease key names one file: a key in use on another file is
     //# STATUS_INVALID_PARAMETER.
@@ -759,115 +697,16 @@ fn open_file(
             return Err(NtStatus::INVALID_PARAMETER);
         }
     }
-    let kind = if r.options & options::DIRECTORY_FILE != 0 {
-        Kind::Directory
-    } else if r.options & options::NON_DIRECTORY_FILE != 0 {
-        Kind::NonDirectory
-    } else {
-        Kind::Any
-    };
-    let opts = OpenOptions {
-        disposition: vfs_disposition(r.disposition),
-        kind,
-        read: granted & READ_ACCESS != 0,
-        write: granted & WRITE_ACCESS != 0,
-    };
-    // A new stream of an existing file is data written into that file:
-    // the file's DACL must grant what is asked and FILE_WRITE_DATA; the
-    // directory is not asked (MS-FSA 2.1.5.1.2.1).
-    let into_file = stream.is_some() && existing.is_none() && fs.security(name).is_ok();
-    if into_file {
-        maximal &= allowed_on(fs, name, &token, r.desired_access)?;
-        granted = map_access(r.desired_access, maximal);
-        let creating = !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
-        let implied = if creating { access::FILE_WRITE_DATA } else { 0 };
-        if (granted | implied) & !maximal != 0 {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
-    }
-    let creates = existing.is_none() && !into_file && !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
-    let parent_sec = if creates { may_add(fs, name, kind == Kind::Directory, &token)? } else { None };
-    let given = r.context(ctx_name::SD_BUFFER).map(|c| SecurityDescriptor::decode(c.data)).transpose().map_err(|_| NtStatus::INVALID_PARAMETER)?;
-    let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
-    if action == CreateAction::Created {
-        new_descriptor(&h, parent_sec.as_ref(), given.as_ref(), &token)?;
-        // A POSIX open creates with the mode asked for, exactly (no umask).
-        if let Some(mode) = posix {
-            h.chmod(mode & smbq_wire::posix::PERMISSION_BITS).map_err(NtStatus::from)?;
-        }
-    }
-    let mut st = h.stat().map_err(NtStatus::from)?;
-    let key = table_key(files, &st, stream_name(&h.path, posix.is_some()));
-    let mut entry = match locked.take() {
-        Some(e) if e.key == key => e,
-        held => {
-            drop(held);
-            // A file not locked across its open: new, made by another
-            // open since the stat, or replaced from outside smbq between
-            // the stat and the open. Its opens now are checked against.
-            let e = files.entry(key);
-            if e.delete_pending {
-                return Err(NtStatus::DELETE_PENDING);
-            }
-            if share_conflict(&e.opens, granted, r.share_access) {
-                return Err(NtStatus::SHARING_VIOLATION);
-            }
-            e
-        }
-    };
-    // MS-FSA 2.1.5.1.1 and 2.1.5.1.2.1: a created, overwritten or
-    // superseded file gets the attributes asked for, and ARCHIVE (a
-    // directory only what was asked); what a new object has without
-    // stored attributes is not written. SPARSE_FILE is not taken from
-    // CREATE (a file becomes sparse by FSCTL_SET_SPARSE; smbtorture
-    // smb2.ioctl.sparse_file_attr).
-    if action != CreateAction::Opened {
-        let default = if st.is_dir { 0 } else { attr::ARCHIVE };
-        let want = r.file_attributes & smbq_vfs::STORED_ATTRIBUTES & !attr::SPARSE_FILE | default;
-        if want != default || action != CreateAction::Created {
-            h.set_attributes(want).map_err(NtStatus::from)?;
-            st = h.stat().map_err(NtStatus::from)?;
-        }
-    }
-    if let Some(eas) = eas.as_deref().filter(|_| action != CreateAction::Opened) {
-        h.set_eas(eas).map_err(NtStatus::from)?;
-    }
-    // The allocation size applies to a file this open created or overwrote.
-    if let Some(len) = alloc_size {
-        if action != CreateAction::Opened && !st.is_dir && opts.write && len > st.size {
-            h.set_allocation(len).map_err(NtStatus::from)?;
-            st = h.stat().map_err(NtStatus::from)?;
-        }
-    }
-
+    let (h, action, mut st, mut entry) = open_on_disk(&mut o, files, &token, existing.as_ref(), locked)?;
+    let key = entry.key;
+    set_asked(&h, action, &mut st, r, &asked, o.granted & WRITE_ACCESS != 0)?;
+    let (granted, maximal) = (o.granted, o.maximal);
     let fid = new_file_id(ctx);
-    if let Some(n) = stream_name(&h.path, posix.is_some()) {
-        files.set_stream(&mut entry, st.file_id, n);
-    }
-    if entry.opens.is_empty() {
-        entry.path = h.path.clone();
-    }
     let overwritten = action != CreateAction::Opened;
-    let existed = existing.is_some();
     let owner = OpenOwner { connection: ctx.conn.id, volatile: fid.volatile };
     let dir_leasing = ctx.conn.neg.as_ref().is_some_and(|n| n.server_capabilities & smbq_wire::negotiate::caps::DIRECTORY_LEASING != 0);
-    let (level, lease_ctx) = match (lease_req, lease_id) {
-        // Directory leases for version 2 lease requests on a connection
-        // that has SMB2_GLOBAL_CAP_DIRECTORY_LEASING; otherwise a
-        // directory gets no lease and no context.
-        (Some(req), Some(id)) if !st.is_dir || (req.v2.is_some() && dir_leasing) => {
-            let l = grant_lease(&mut entry, id, &req, st.is_dir, overwritten);
-            entry.opens.push(OpenRef { lease: Some(id), ..OpenRef::new(owner, granted, r.share_access) });
-            files.add_lease(&entry, id);
-            (oplock_break::level::LEASE, Some(l))
-        }
-        _ => {
-            let access = oplock::effective_access(granted, overwritten && existed);
-            let level = oplock::grant(&entry, r.oplock_level, access, st.is_dir, existed, overwritten);
-            entry.opens.push(OpenRef { oplock: level, ..OpenRef::new(owner, granted, r.share_access) });
-            (level, None)
-        }
-    };
+    let lease = lease_req.zip(lease_id).filter(|(req, _)| !st.is_dir || (req.v2.is_some() && dir_leasing));
+    let (level, lease_ctx) = register(files, &mut entry, &o, &h.path, &st, owner, lease, overwritten, existing.is_some());
     // (A stream's times are its file's: shown after the stream's lock goes.)
     drop(entry);
     files.show_times(&mut st, ctx.now);
@@ -925,7 +764,261 @@ fn open_file(
             o.replay = Some(Box::new(crate::open::Replay { create_guid: d.create_guid, client_guid: client, response }));
         }
     }
-    Ok(NtStatus::SUCCESS)
+    Ok(NtStatus::SUCCESS)}
+
+/// The checks of a CREATE's name and contexts that come before the file
+/// is looked at, and what its contexts ask of a new file.
+fn check_request(r: &CreateRequest<'_>, granted: u32, posix: Option<u32>) -> Result<Asked, NtStatus> {
+    let name = r.name.as_str();
+    // Names never climb: a `..` component is a syntax error, as on
+    // Windows and Samba (smbtorture smb2.mkdir).
+    if name.split('\\').any(|c| c == "..") {
+        return Err(NtStatus::OBJECT_PATH_SYNTAX_BAD);
+    }
+    // The file's name, then what it says of a stream (MS-FSCC 2.1.5).
+    // (A POSIX open's names are checked by its view of the share.)
+    if posix.is_none() {
+        smbq_vfs::check_name(smbq_vfs::parse_stream(name).map_err(NtStatus::from)?.0).map_err(NtStatus::from)?;
+    }
+    // No snapshots here: a timewarp open names nothing (MS-SMB2 3.3.5.9.6
+    // fails a missing snapshot with OBJECT_NAME_NOT_FOUND).
+    if r.context(ctx_name::TIMEWARP).is_some() {
+        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+    }
+    // MS-SMB2 2.2.13.2.6, 3.3.5.9.3: AllocationSize is 8 bytes, reserved
+    // for the file being created or overwritten.
+    let alloc_size = match r.context(ctx_name::ALLOCATION_SIZE) {
+        Some(c) => Some(u64::from_le_bytes(c.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?)),
+        None => None,
+    };
+    //= MS-SMB2 3.3.5.9.2
+    //# the server MUST apply the extended attributes [of an
+    //# SMB2_CREATE_EA_BUFFER] to the newly created or overwritten file
+    // (checked here, before anything is created).
+    let eas = match r.context(ctx_name::EA_BUFFER) {
+        Some(c) => Some(smbq_wire::ea::decode_full(c.data).map_err(crate::meta::ea_status)?),
+        None => None,
+    };
+    let doc = r.options & options::DELETE_ON_CLOSE != 0;
+    //= MS-SMB2 3.3.5.9
+    //# If the CreateOptions field includes FILE_DELETE_ON_CLOSE and
+    //# DesiredAccess does not include DELETE, the server MUST fail the
+    //# request with STATUS_ACCESS_DENIED.
+    if doc && granted & access::DELETE == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if doc && r.file_attributes & attr::READONLY != 0 {
+        return Err(NtStatus::CANNOT_DELETE);
+    }
+    // MS-FSA 2.1.5.1: a directory cannot be created or opened TEMPORARY.
+    if r.options & options::DIRECTORY_FILE != 0 && r.file_attributes & attr::TEMPORARY != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    Ok(Asked { alloc_size, eas })
+}
+
+/// Look the file up and, if it exists, take its lock and check the open
+/// against it: its security descriptor (which narrows what is granted),
+/// delete-pending, its streams' share modes, and the share modes and
+/// oplocks of its opens, which may have to break first ([`Found::Wait`]).
+/// The lock is held from these checks to the registration of the new
+/// open: no other open of the file comes between them, and nothing is
+/// truncated before the share modes and oplocks allow it.
+fn lock_existing<'t>(ctx: &Ctx<'_>, o: &mut Opening<'_>, files: &'t FileTable, token: &acl::Token, lease_id: Option<&LeaseId>) -> Result<Found<'t>, NtStatus> {
+    let (r, fs, posix, stream) = (o.r, o.fs, o.posix, o.stream);
+    let name = r.name.as_str();
+    let existing = if r.disposition != disposition::CREATE { fs.stat_path(name).ok() } else { None };
+    // What the name asks of the object comes before share modes: a data
+    // stream is no directory (smbtorture smb2.streams.dir).
+    let data = posix.is_none() && matches!(smbq_vfs::parse_stream(name), Ok((_, smbq_vfs::Stream::Data | smbq_vfs::Stream::Named(_))));
+    if data && r.options & options::DIRECTORY_FILE != 0 {
+        return Err(NtStatus::NOT_A_DIRECTORY);
+    }
+    if data && stream.is_none() && existing.as_ref().is_some_and(|st| st.is_dir) {
+        return Err(NtStatus::FILE_IS_A_DIRECTORY);
+    }
+    if stream.is_some() {
+        check_stream_base(files, fs, name, r, o.granted, existing.is_some())?;
+    }
+    let mut locked = None;
+    if let Some(st) = &existing {
+        //= MS-SMB2 3.3.5.9
+        //# the server MUST perform access checks [of DesiredAccess against
+        //# the file's security descriptor, MS-FSA 2.1.5.1.2.1]
+        o.maximal &= allowed_on(fs, name, token, r.desired_access)?;
+        o.granted = map_access(r.desired_access, o.maximal);
+        // Replacing the contents needs the right to write them, asked
+        // for or not (MS-FSA 2.1.5.1.2.1; smbtorture
+        // smb2.acls.OVERWRITE_READ_ONLY_FILE).
+        let implied = if overwrites(r) { access::FILE_WRITE_DATA } else { 0 };
+        if (o.granted | implied) & !o.maximal != 0 {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        let key = table_key(files, st, stream);
+        if st.attributes & attr::READONLY != 0 && !st.is_dir {
+            // MAXIMUM_ALLOWED on a read-only file grants no data writes.
+            o.maximal &= !WRITE_ACCESS;
+            if r.desired_access & access::MAXIMUM_ALLOWED != 0 && r.desired_access & (access::GENERIC_WRITE | access::GENERIC_ALL) == 0 {
+                o.granted &= !(WRITE_ACCESS & !r.desired_access);
+            }
+        }
+        let entry = locked.insert(files.entry(key));
+        if let Some(n) = stream {
+            // Found by its name from now on (the key is looked up again
+            // after the open).
+            files.set_stream(entry, st.file_id, n);
+        }
+        check_existing(st, Some(entry), r, o.granted)?;
+        if stream.is_none() && o.granted & access::DELETE != 0 {
+            check_streams_share_delete(files, key)?;
+        }
+        if let Some(deadline) = contend(ctx, entry, r, o.granted, lease_id)? {
+            return Ok(Found::Wait(deadline));
+        }
+    }
+    Ok(Found::Ready(existing, locked))
+}
+
+/// Open (or create) the file on the file system, then hold its lock: the
+/// one taken by [`lock_existing`], else its own now, checked against the
+/// file's opens (a file made meanwhile by another open, or replaced from
+/// outside smbq between the stat and the open).
+fn open_on_disk<'t>(
+    o: &mut Opening<'_>,
+    files: &'t FileTable,
+    token: &acl::Token,
+    existing: Option<&FileStat>,
+    mut locked: Option<FileLock<'t>>,
+) -> Result<(smbq_vfs::Handle, CreateAction, FileStat, FileLock<'t>), NtStatus> {
+    let (r, fs, posix, stream) = (o.r, o.fs, o.posix, o.stream);
+    let name = r.name.as_str();
+    let kind = if r.options & options::DIRECTORY_FILE != 0 {
+        Kind::Directory
+    } else if r.options & options::NON_DIRECTORY_FILE != 0 {
+        Kind::NonDirectory
+    } else {
+        Kind::Any
+    };
+    let opts = OpenOptions {
+        disposition: vfs_disposition(r.disposition),
+        kind,
+        read: o.granted & READ_ACCESS != 0,
+        write: o.granted & WRITE_ACCESS != 0,
+    };
+    // A new stream of an existing file is data written into that file:
+    // the file's DACL must grant what is asked and FILE_WRITE_DATA; the
+    // directory is not asked (MS-FSA 2.1.5.1.2.1).
+    let into_file = stream.is_some() && existing.is_none() && fs.security(name).is_ok();
+    if into_file {
+        o.maximal &= allowed_on(fs, name, token, r.desired_access)?;
+        o.granted = map_access(r.desired_access, o.maximal);
+        let creating = !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
+        let implied = if creating { access::FILE_WRITE_DATA } else { 0 };
+        if (o.granted | implied) & !o.maximal != 0 {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    let creates = existing.is_none() && !into_file && !matches!(r.disposition, disposition::OPEN | disposition::OVERWRITE);
+    let parent_sec = if creates { may_add(fs, name, kind == Kind::Directory, token)? } else { None };
+    let given = r.context(ctx_name::SD_BUFFER).map(|c| SecurityDescriptor::decode(c.data)).transpose().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let (h, action) = fs.open(name, &opts).map_err(NtStatus::from)?;
+    if action == CreateAction::Created {
+        new_descriptor(&h, parent_sec.as_ref(), given.as_ref(), token)?;
+        // A POSIX open creates with the mode asked for, exactly (no umask).
+        if let Some(mode) = posix {
+            h.chmod(mode & smbq_wire::posix::PERMISSION_BITS).map_err(NtStatus::from)?;
+        }
+    }
+    let st = h.stat().map_err(NtStatus::from)?;
+    let key = table_key(files, &st, stream_name(&h.path, posix.is_some()));
+    let entry = match locked.take() {
+        Some(e) if e.key == key => e,
+        held => {
+            drop(held);
+            // A file not locked across its open: new, made by another
+            // open since the stat, or replaced from outside smbq between
+            // the stat and the open. Its opens now are checked against.
+            let e = files.entry(key);
+            if e.delete_pending {
+                return Err(NtStatus::DELETE_PENDING);
+            }
+            if share_conflict(&e.opens, o.granted, r.share_access) {
+                return Err(NtStatus::SHARING_VIOLATION);
+            }
+            e
+        }
+    };
+    Ok((h, action, st, entry))
+}
+
+/// Register open `owner` of the file `entry` holds (opened as `path`,
+/// found as `st`): its share mode, and the lease it asked for (`lease`,
+/// when the file may have one: a directory only with a version 2 request
+/// on a connection with directory leasing) or else the oplock it is
+/// granted. Returns the oplock level to answer and the lease context.
+#[allow(clippy::too_many_arguments)]
+fn register(
+    files: &FileTable,
+    entry: &mut crate::files::FileEntry,
+    o: &Opening<'_>,
+    path: &str,
+    st: &FileStat,
+    owner: OpenOwner,
+    lease: Option<(LeaseContext, LeaseId)>,
+    overwritten: bool,
+    existed: bool,
+) -> (u8, Option<LeaseContext>) {
+    let (r, granted) = (o.r, o.granted);
+    if let Some(n) = stream_name(path, o.posix.is_some()) {
+        files.set_stream(entry, st.file_id, n);
+    }
+    if entry.opens.is_empty() {
+        entry.path = path.to_string();
+    }
+    match lease {
+        Some((req, id)) => {
+            let l = grant_lease(entry, id, &req, st.is_dir, overwritten);
+            entry.opens.push(OpenRef { lease: Some(id), ..OpenRef::new(owner, granted, r.share_access) });
+            files.add_lease(entry, id);
+            (oplock_break::level::LEASE, Some(l))
+        }
+        None => {
+            let access = oplock::effective_access(granted, overwritten && existed);
+            let level = oplock::grant(entry, r.oplock_level, access, st.is_dir, existed, overwritten);
+            entry.opens.push(OpenRef { oplock: level, ..OpenRef::new(owner, granted, r.share_access) });
+            (level, None)
+        }
+    }
+}
+
+/// What a created, overwritten or superseded file gets: the attributes,
+/// extended attributes and allocation size the request asks for.
+fn set_asked(h: &smbq_vfs::Handle, action: CreateAction, st: &mut FileStat, r: &CreateRequest<'_>, asked: &Asked, write: bool) -> Result<(), NtStatus> {
+    // MS-FSA 2.1.5.1.1 and 2.1.5.1.2.1: a created, overwritten or
+    // superseded file gets the attributes asked for, and ARCHIVE (a
+    // directory only what was asked); what a new object has without
+    // stored attributes is not written. SPARSE_FILE is not taken from
+    // CREATE (a file becomes sparse by FSCTL_SET_SPARSE; smbtorture
+    // smb2.ioctl.sparse_file_attr).
+    if action != CreateAction::Opened {
+        let default = if st.is_dir { 0 } else { attr::ARCHIVE };
+        let want = r.file_attributes & smbq_vfs::STORED_ATTRIBUTES & !attr::SPARSE_FILE | default;
+        if want != default || action != CreateAction::Created {
+            h.set_attributes(want).map_err(NtStatus::from)?;
+            *st = h.stat().map_err(NtStatus::from)?;
+        }
+    }
+    if let Some(eas) = asked.eas.as_deref().filter(|_| action != CreateAction::Opened) {
+        h.set_eas(eas).map_err(NtStatus::from)?;
+    }
+    // The allocation size applies to a file this open created or overwrote.
+    if let Some(len) = asked.alloc_size {
+        if action != CreateAction::Opened && !st.is_dir && write && len > st.size {
+            h.set_allocation(len).map_err(NtStatus::from)?;
+            *st = h.stat().map_err(NtStatus::from)?;
+        }
+    }
+    Ok(())
 }
 
 /// Where, in a CREATE response message, its lease context's LeaseState is.

@@ -578,11 +578,6 @@ fn network_interfaces(ctx: &mut Ctx<'_>, r: &IoctlRequest<'_>, ipc: bool, out: &
     Ok(NtStatus::SUCCESS)
 }
 
-/// A connection with a negotiated dialect, one valid session (id 1) with
-/// tree 1 on a temporary disk share and tree 2 on IPC$, and handlers
-/// called directly: for IOCTL and LOCK tests.
-#[cfg(test)]
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
