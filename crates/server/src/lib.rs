@@ -32,6 +32,7 @@
 //! 8. `files`, `config`, `metrics`, `job`, `transport_info`: the open-file
 //!    table (a lock per file), configuration, counters, blocking work
 //!    handed to the transport, what the transport says of itself.
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod access;
