@@ -90,7 +90,7 @@ struct Args {
     veth_mtu: Option<u32>,
     /// The congestion controller, both sides: smbq (ours), cubic, bbr or newreno.
     #[arg(long, default_value = "smbq")]
-    congestion: smbq_udp::Congestion,
+    congestion: smbq_quic::Congestion,
     /// Both quinn sides send as if the kernel had no UDP GSO: a batch goes
     /// out with one sendmmsg(2) instead of one GSO sendmsg(2).
     #[arg(long)]
@@ -132,11 +132,11 @@ struct Env {
     client_max_udp_payload: u16,
     /// Where the client binds (s2n-quic's client needs an address).
     client_ip: IpAddr,
-    congestion: smbq_udp::Congestion,
+    congestion: smbq_quic::Congestion,
     no_gso: bool,
     /// The servers' UDP sockets (smbq-quic, raw quinn) and s2n-quic's counts.
-    quic_udp: Arc<smbq_udp::Counters>,
-    raw_udp: Arc<smbq_udp::Counters>,
+    quic_udp: Arc<smbq_quic::Counters>,
+    raw_udp: Arc<smbq_quic::Counters>,
     s2n_counts: S2nCounts,
     _dir: tempfile::TempDir,
 }
@@ -169,14 +169,14 @@ fn main() -> anyhow::Result<()> {
     if let Some(v) = &veth {
         veth::enter(v.server_ns())?;
     }
-    let server_max = a.max_udp_payload.unwrap_or_else(|| smbq_udp::listen_mtu_upper_bound(server_ip));
+    let server_max = a.max_udp_payload.unwrap_or_else(|| smbq_quic::listen_mtu_upper_bound(server_ip));
     let server_rt = runtime(SERVER_THREADS, pinned.then_some(0))?;
     let mut env = server_rt.block_on(start(a.dir.as_deref(), size, server_ip, server_max, a.congestion, a.no_gso, &a.systems))?;
     if let Some(v) = &veth {
         veth::enter(v.client_ns())?;
     }
     env.client_ip = client_ip;
-    env.client_max_udp_payload = a.max_udp_payload.unwrap_or_else(|| smbq_udp::mtu_upper_bound(server_ip));
+    env.client_max_udp_payload = a.max_udp_payload.unwrap_or_else(|| smbq_quic::mtu_upper_bound(server_ip));
     if !a.json {
         let path = a.veth_mtu.map_or("loopback".to_string(), |m| format!("a veth pair of MTU {m}"));
         eprintln!("over {path}: MTU discovery's bound {server_max} (server), {} (client)", env.client_max_udp_payload);
@@ -420,7 +420,7 @@ fn cpu_seconds() -> (f64, f64) {
 
 /// The servers, on `ip`, with MTU discovery's bound `max_udp_payload`,
 /// and the files of the `systems` that use one.
-async fn start(parent: Option<&std::path::Path>, size: usize, ip: IpAddr, max_udp_payload: u16, congestion: smbq_udp::Congestion, no_gso: bool, systems: &[String]) -> anyhow::Result<Env> {
+async fn start(parent: Option<&std::path::Path>, size: usize, ip: IpAddr, max_udp_payload: u16, congestion: smbq_quic::Congestion, no_gso: bool, systems: &[String]) -> anyhow::Result<Env> {
     let dir = match parent {
         Some(p) => tempfile::tempdir_in(p)?,
         None => tempfile::tempdir()?,
@@ -582,8 +582,8 @@ fn s2n_io(ip: IpAddr, max_udp_payload: u16) -> anyhow::Result<s2n_quic::provider
     Ok(s2n_quic::provider::io::tokio::Builder::default()
         .with_receive_address(SocketAddr::new(ip, 0))?
         .with_max_mtu(max_udp_payload.saturating_add(28).min(S2N_MAX_MTU))?
-        .with_recv_buffer_size(smbq_udp::DEFAULT_BUFFER)?
-        .with_send_buffer_size(smbq_udp::DEFAULT_BUFFER)?
+        .with_recv_buffer_size(smbq_quic::DEFAULT_BUFFER)?
+        .with_send_buffer_size(smbq_quic::DEFAULT_BUFFER)?
         .build()?)
 }
 
@@ -728,7 +728,7 @@ async fn run(env: &Env, name: &str, dir: &str, data: &bytes::Bytes, a: &Args) ->
     let server_udp = if name == "smbq-quic" { &env.quic_udp } else { &env.raw_udp };
     let before = server_udp.get();
     // The client's view of a quinn connection, and the server's socket.
-    let quinn_packets = |client: &smbq_udp::Counters, conn: &quinn::Connection| {
+    let quinn_packets = |client: &smbq_quic::Counters, conn: &quinn::Connection| {
         let st = conn.stats();
         Packets {
             server: Side::from_udp(server_udp.get() - before, st.frame_rx.acks),

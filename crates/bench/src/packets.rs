@@ -4,7 +4,7 @@
 //!
 //! Where each count comes from:
 //! - **quinn** (raw-quic, smbq-quic): calls, datagrams and bytes from the
-//!   endpoint's socket wrapper (`smbq_udp::Counters`: what the kernel saw,
+//!   endpoint's socket wrapper (`smbq_quic::Counters`: what the kernel saw,
 //!   a GSO send or GRO receive of n datagrams being one call); ACK frames
 //!   from the client connection's statistics (those it sent, and those it
 //!   received, which the server sent).
@@ -39,13 +39,13 @@ pub struct Side {
     /// receive buffer (it hands GRO batches and large datagrams on without
     /// a copy, and quinn-proto decrypts them in place and returns the
     /// stream's data in them: third_party/quinn/PATCHED.md; quinn as
-    /// released copies every message), and what `smbq_udp::StreamChunks`
+    /// released copies every message), and what `smbq_quic::StreamChunks`
     /// gathers.
     pub copied: Option<u64>,
 }
 
 impl Side {
-    pub fn from_udp(c: smbq_udp::Counts, acks_sent: u64) -> Side {
+    pub fn from_udp(c: smbq_quic::Counts, acks_sent: u64) -> Side {
         Side {
             packets: c.tx_datagrams + c.rx_datagrams,
             calls: c.tx_calls + c.rx_calls,

@@ -89,7 +89,7 @@ pub struct SuiteArgs {
     smbq_config: Option<PathBuf>,
     /// Congestion controller of our QUIC client: smbq, cubic, bbr or newreno.
     #[arg(long, default_value = "smbq")]
-    quic_congestion: smbq_udp::Congestion,
+    quic_congestion: smbq_quic::Congestion,
 }
 
 /// `DELAY_MS:LOSS_PCT`.
@@ -101,7 +101,7 @@ fn parse_point(s: &str) -> Result<(f64, f64), String> {
 
 /// Our QUIC client's congestion controller (`--quic-congestion`), set once
 /// at the start.
-static CLIENT_CONGESTION: std::sync::OnceLock<smbq_udp::Congestion> = std::sync::OnceLock::new();
+static CLIENT_CONGESTION: std::sync::OnceLock<smbq_quic::Congestion> = std::sync::OnceLock::new();
 
 /// What a run does: the quick defaults or the thesis's lengths.
 #[derive(Clone, Debug)]
@@ -1023,7 +1023,7 @@ impl RemoteSmb {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(self.cert.clone().context("no certificate")?)?;
             let addr = self.quic.context("no QUIC address")?;
-            let congestion = if system == "smbq-quic-cubic" { smbq_udp::Congestion::Cubic } else { CLIENT_CONGESTION.get().copied().unwrap_or_default() };
+            let congestion = if system == "smbq-quic-cubic" { smbq_quic::Congestion::Cubic } else { CLIENT_CONGESTION.get().copied().unwrap_or_default() };
             let target = |resumption| QuicTarget { congestion, resumption, ..QuicTarget::new(addr, "localhost", roots.clone()) };
             if system == "smbq-quic-0rtt" {
                 // S5's 0-RTT reconnect: a first connection, untimed, logs

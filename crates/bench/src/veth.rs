@@ -154,7 +154,7 @@ mod tests {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let (id, _) = tls::load_or_generate(&path, None, &[]).expect("certificate");
-                let opts = QuicOptions { max_udp_payload: smbq_udp::listen_mtu_upper_bound(server_ip), ..QuicOptions::default() };
+                let opts = QuicOptions { max_udp_payload: smbq_quic::listen_mtu_upper_bound(server_ip), ..QuicOptions::default() };
                 let tls = tls::server_config(tls::Certificates::new(&id).expect("certs"), &ClientAccess::default()).expect("tls");
                 let ep = quic::endpoint(SocketAddr::new(server_ip, 0), tls, &opts).expect("endpoint");
                 tx.send((ep.local_addr().expect("addr"), id.chain[0].clone(), opts.max_udp_payload)).expect("send");

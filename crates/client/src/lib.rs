@@ -23,7 +23,7 @@ use smbq_wire::{framing, Command, FileId, Header, NtStatus, Put};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use bytes::Bytes;
-use smbq_udp::StreamChunks;
+use smbq_quic::StreamChunks;
 use smbq_wire::transform;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
@@ -114,11 +114,11 @@ pub struct QuicTarget<'a> {
     /// Stream receive window (the connection's is twice that).
     pub receive_window: u32,
     /// Upper bound for path MTU discovery (UDP payload bytes); by default
-    /// [`smbq_udp::mtu_upper_bound`] of the server's address.
+    /// [`smbq_quic::mtu_upper_bound`] of the server's address.
     pub max_udp_payload: u16,
     /// What the endpoint's UDP socket does (calls, datagrams, bytes).
-    pub udp: Arc<smbq_udp::Counters>,
-    pub congestion: smbq_udp::Congestion,
+    pub udp: Arc<smbq_quic::Counters>,
+    pub congestion: smbq_quic::Congestion,
     /// Send as if the kernel had no UDP GSO (sendmmsg(2) batches).
     pub no_gso: bool,
     /// Connect through this endpoint and TLS session cache, in 0-RTT when
@@ -132,7 +132,7 @@ pub struct QuicTarget<'a> {
 
 impl<'a> QuicTarget<'a> {
     pub fn new(addr: SocketAddr, server_name: &'a str, roots: rustls::RootCertStore) -> Self {
-        QuicTarget { addr, server_name, roots, verifier: None, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_udp::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_udp::Congestion::default(), no_gso: false, resumption: None, qlog_dir: None }
+        QuicTarget { addr, server_name, roots, verifier: None, client_cert: None, receive_window: 64 << 20, max_udp_payload: smbq_quic::mtu_upper_bound(addr.ip()), udp: Arc::default(), congestion: smbq_quic::Congestion::default(), no_gso: false, resumption: None, qlog_dir: None }
     }
 }
 
@@ -726,7 +726,7 @@ fn transport_config(t: &QuicTarget<'_>) -> quinn::TransportConfig {
     mtu.upper_bound(t.max_udp_payload);
     transport.mtu_discovery_config(Some(mtu));
     transport.congestion_controller_factory(t.congestion.factory());
-    transport.ack_frequency_config(Some(smbq_udp::ack_frequency()));
+    transport.ack_frequency_config(Some(smbq_quic::ack_frequency()));
     transport
 }
 
@@ -735,8 +735,8 @@ pub(crate) fn quic_endpoint_for(t: &QuicTarget<'_>, cfg: quinn::ClientConfig) ->
     let bind: SocketAddr = if t.addr.is_ipv6() { ([0u16; 8], 0).into() } else { ([0u8; 4], 0).into() };
     let mut ec = quinn::EndpointConfig::default();
     let _ = ec.max_udp_payload_size(t.max_udp_payload.max(1200));
-    let socket = smbq_udp::socket(bind, smbq_udp::DEFAULT_BUFFER)?;
-    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_udp::Runtime { counters: t.udp.clone(), no_gso: t.no_gso }))?;
+    let socket = smbq_quic::socket(bind, smbq_quic::DEFAULT_BUFFER)?;
+    let mut ep = quinn::Endpoint::new(ec, None, socket, Arc::new(smbq_quic::Runtime { counters: t.udp.clone(), no_gso: t.no_gso }))?;
     ep.set_default_client_config(cfg);
     Ok(ep)
 }

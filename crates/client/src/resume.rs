@@ -20,7 +20,7 @@
 //! server also runs nothing else from early data.
 
 use crate::{Client, ClientError, QuicTarget, Reader, Writer};
-use smbq_udp::StreamChunks;
+use smbq_quic::StreamChunks;
 use std::sync::{Arc, Mutex};
 
 /// The ALPN token that asks smbq's server for session tickets
@@ -52,7 +52,7 @@ pub enum ZeroRtt {
     #[default]
     NotTried,
     /// The connection is in 0-RTT: the NEGOTIATE goes as early data.
-    Pending(quinn::ZeroRttAccepted, Arc<smbq_udp::Counters>),
+    Pending(quinn::ZeroRttAccepted, Arc<smbq_quic::Counters>),
     /// The server took the early data.
     Accepted,
     /// The server refused it; NEGOTIATE went again after the handshake.

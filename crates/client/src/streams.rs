@@ -8,7 +8,7 @@
 //! packet being sent again) holds up none on the others.
 
 use bytes::Bytes;
-use smbq_udp::StreamChunks;
+use smbq_quic::StreamChunks;
 use smbq_wire::{framing, Command};
 use tokio::sync::mpsc;
 

@@ -105,7 +105,7 @@ pub struct QuicSection {
     pub endpoints: usize,
     /// Upper bound of path MTU discovery, UDP payload bytes; 0: 65,507 when
     /// QUIC listens on loopback, else from the interfaces' MTUs
-    /// (smbq_udp::listen_mtu_upper_bound).
+    /// (smbq_quic::listen_mtu_upper_bound).
     pub max_udp_payload: u16,
     /// Streams per connection under smbq's multi-stream extension; 1: off.
     pub max_streams: u16,
@@ -148,7 +148,7 @@ impl QuicSection {
         range("udp_buffer", self.udp_buffer as u64, 65536, 1 << 30)?;
         range("endpoints", self.endpoints as u64, 1, smbq_transport::quic::MAX_ENDPOINTS as u64)?;
         if self.max_udp_payload != 0 {
-            range("max_udp_payload", self.max_udp_payload.into(), 1200, smbq_udp::MAX_DATAGRAM.into())?;
+            range("max_udp_payload", self.max_udp_payload.into(), 1200, smbq_quic::MAX_DATAGRAM.into())?;
         }
         range("max_streams", self.max_streams.into(), 1, smbq_transport::quic::MAX_STREAMS.into())?;
         let congestion = self.congestion.parse().map_err(|e| format!("[quic_options] congestion: {e}"))?;

@@ -122,9 +122,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if qs.max_udp_payload == 0 {
         // From the interfaces: the default listens on all addresses, and
         // the bound is then the largest non-loopback MTU less the headers
-        // (smbq_udp::listen_mtu_upper_bound says why not per peer).
+        // (smbq_quic::listen_mtu_upper_bound says why not per peer).
         let ip = args.quic.or(file.quic).map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
-        quic_opts.max_udp_payload = smbq_udp::listen_mtu_upper_bound(ip);
+        quic_opts.max_udp_payload = smbq_quic::listen_mtu_upper_bound(ip);
     }
     quic_opts.qlog = args.qlog_dir.clone().or_else(smbq_quictrace::qlog::dir_from_env).map(quic::Qlog::new);
     if let Some(q) = &quic_opts.qlog {

@@ -9,7 +9,7 @@ use crate::quic::{self, streams};
 use crate::tcp::input::TcpInput;
 use crate::writer::FrameWriter;
 use smbq_server::{Server, TransportInfo};
-use smbq_udp::StreamChunks;
+use smbq_quic::StreamChunks;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -15,7 +15,7 @@ use tracing::info;
 pub(crate) const QUEUE: usize = 32;
 
 /// One SMB message for the engine: `head`, then `tail` (empty except for a
-/// large frame over QUIC, see [`smbq_udp::StreamChunks`]), and the share of
+/// large frame over QUIC, see [`smbq_quic::StreamChunks`]), and the share of
 /// the memory budgets it holds until the engine has handled it.
 pub(crate) struct Frame {
     /// The stream it came on (0 but with smbq's multi-stream extension).

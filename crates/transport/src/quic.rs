@@ -25,7 +25,7 @@ use crate::connection::{serve_framed, Hooks, Source, SEND_TIMEOUT};
 use crate::writer::FrameWriter;
 use streams::QuicStreams;
 use quinn::{Endpoint, EndpointConfig, TransportConfig, VarInt};
-pub use smbq_udp::{reuseport::MAX_ENDPOINTS, Congestion};
+pub use smbq_quic::{reuseport::MAX_ENDPOINTS, Congestion};
 use smbq_server::{Connection, Server, TransportInfo, TransportKind};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -56,14 +56,14 @@ pub struct QuicOptions {
     pub send_timeout: Duration,
     /// Upper bound for path MTU discovery (UDP payload bytes). Above 1452
     /// only pays where the path allows it (jumbo frames, loopback); probes
-    /// elsewhere simply fail and the usual ~1452 stays. See [`smbq_udp`].
+    /// elsewhere simply fail and the usual ~1452 stays. See [`smbq_quic`].
     pub max_udp_payload: u16,
     /// What the endpoint's UDP socket does (calls, datagrams, bytes).
-    pub udp: Arc<smbq_udp::Counters>,
+    pub udp: Arc<smbq_quic::Counters>,
     pub congestion: Congestion,
     /// QUIC endpoints on the port, each with its own UDP socket in one
     /// SO_REUSEPORT group, steered by connection ID
-    /// ([`smbq_udp::reuseport`]): connections spread over that many
+    /// ([`smbq_quic::reuseport`]): connections spread over that many
     /// endpoint drivers, and so over cores.
     pub endpoints: usize,
     /// Send as if the kernel had no UDP GSO: batches go out with
@@ -120,10 +120,10 @@ impl Default for QuicOptions {
             stream_window: 64 << 20,
             connection_window: 128 << 20,
             preauth_window: 256 << 10,
-            udp_buffer: smbq_udp::DEFAULT_BUFFER,
+            udp_buffer: smbq_quic::DEFAULT_BUFFER,
             handshake_timeout: Duration::from_secs(10),
             send_timeout: SEND_TIMEOUT,
-            max_udp_payload: smbq_udp::MAX_DATAGRAM,
+            max_udp_payload: smbq_quic::MAX_DATAGRAM,
             udp: Arc::default(),
             congestion: Congestion::default(),
             endpoints: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
@@ -148,7 +148,7 @@ pub fn transport_config(opts: &QuicOptions) -> TransportConfig {
     mtu.upper_bound(opts.max_udp_payload);
     t.mtu_discovery_config(Some(mtu));
     t.congestion_controller_factory(opts.congestion.factory());
-    t.ack_frequency_config(Some(smbq_udp::ack_frequency()));
+    t.ack_frequency_config(Some(smbq_quic::ack_frequency()));
     t
 }
 
@@ -160,17 +160,17 @@ pub fn endpoints(addr: SocketAddr, tls: rustls::ServerConfig, opts: &QuicOptions
     sc.transport_config(Arc::new(transport_config(opts)));
     sc.migration(true);
     let n = opts.endpoints.max(1);
-    let sockets = smbq_udp::reuseport::sockets(addr, opts.udp_buffer, n)?;
+    let sockets = smbq_quic::reuseport::sockets(addr, opts.udp_buffer, n)?;
     if let Some(q) = &opts.qlog {
         *q.server_config.lock().unwrap_or_else(|p| p.into_inner()) = Some(sc.clone());
     }
-    let runtime = Arc::new(smbq_udp::Runtime { counters: opts.udp.clone(), no_gso: opts.no_gso });
+    let runtime = Arc::new(smbq_quic::Runtime { counters: opts.udp.clone(), no_gso: opts.no_gso });
     sockets
         .into_iter()
         .enumerate()
         .map(|(i, socket)| {
             let mut ec = endpoint_config(opts);
-            ec.cid_generator(move || Box::new(smbq_udp::reuseport::SteeringCids::new(i, n)));
+            ec.cid_generator(move || Box::new(smbq_quic::reuseport::SteeringCids::new(i, n)));
             Endpoint::new(ec, Some(sc.clone()), socket, runtime.clone())
         })
         .collect()
@@ -252,7 +252,7 @@ async fn connection(incoming: quinn::Incoming, port: u16, server: Arc<Server>, o
     tokio::spawn(crate::quic_path::watch(conn.clone()));
     // Until the handshake is complete only a first NEGOTIATE may run
     // (from 0-RTT data; its answer goes as 0.5-RTT data, RFC 9001 4.1.1).
-    let stream = smbq_udp::StreamChunks::new(recv, opts.udp.clone()).hold(zero_rtt::is_negotiate, settled(handshake.clone()));
+    let stream = smbq_quic::StreamChunks::new(recv, opts.udp.clone()).hold(zero_rtt::is_negotiate, settled(handshake.clone()));
     let source = Source::Quic(stream, conn.clone(), handshake);
     serve_framed(source, FrameWriter::Quic(QuicStreams::new(send)), info, server, opts.send_timeout, hooks).await;
     conn.close(VarInt::from_u32(0), b"");

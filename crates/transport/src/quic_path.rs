@@ -3,7 +3,7 @@
 //! another, a NAT rebinding) keeps its QUIC connection, and with it its
 //! SMB session and opens: quinn moves a server connection to the address
 //! of the newest packet that comes from elsewhere (the endpoints steer by
-//! connection ID, `smbq_udp::reuseport`, so that packet reaches the
+//! connection ID, `smbq_quic::reuseport`, so that packet reaches the
 //! endpoint that owns the connection), restarts congestion control and
 //! MTU discovery there unless only the port changed, and validates the
 //! new path with a PATH_CHALLENGE the client must answer with a

@@ -291,7 +291,7 @@ async fn without_gso_batches_go_out_with_sendmmsg() {
 
 /// On loopback (MTU 65,536) MTU discovery takes both directions to
 /// datagrams of ~64 KiB, and quinn's GSO batches of them reach the peer
-/// (smbq_udp splits them into sends the kernel takes).
+/// (smbq_quic splits them into sends the kernel takes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loopback_transfers_use_64k_datagrams() {
     let s = start(EncryptPolicy::Desired, ClientAccess::default(), QuicOptions::default()).await;

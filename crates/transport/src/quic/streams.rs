@@ -9,7 +9,7 @@ use crate::frame::{announced_len, Admission, Frame, QUEUE};
 use crate::quic::{self, Settled};
 use bytes::Bytes;
 use smbq_server::CONTROL_STREAM;
-use smbq_udp::StreamChunks;
+use smbq_quic::StreamChunks;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -77,7 +77,7 @@ async fn accept_streams(
     handshake: quic::Settled,
     agreed: tokio::sync::oneshot::Receiver<u16>,
     sends: mpsc::UnboundedSender<(u16, quinn::SendStream)>,
-    (tx, adm, udp, peer): (mpsc::Sender<Frame>, Arc<Admission>, Arc<smbq_udp::Counters>, Option<SocketAddr>),
+    (tx, adm, udp, peer): (mpsc::Sender<Frame>, Arc<Admission>, Arc<smbq_quic::Counters>, Option<SocketAddr>),
 ) {
     let Ok(agreed) = agreed.await else { return };
     let mut readers = tokio::task::JoinSet::new();

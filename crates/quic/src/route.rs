@@ -221,7 +221,7 @@ mod tests {
             static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
             let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 250 + 1;
             let pid = std::process::id();
-            let pair = VethPair { ns: [format!("smbq-udp-{pid}-{n}-a"), format!("smbq-udp-{pid}-{n}-b")] };
+            let pair = VethPair { ns: [format!("smbq-quic-{pid}-{n}-a"), format!("smbq-quic-{pid}-{n}-b")] };
             let mtu = mtu.to_string();
             for ns in &pair.ns {
                 ip(&["netns", "add", ns]);

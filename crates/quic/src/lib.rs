@@ -1,6 +1,12 @@
-//! What smbq's QUIC endpoints, server and client alike, share: the UDP
-//! socket under them, and [`StreamChunks`], which reads the SMB stream in
-//! the chunks quinn returns.
+//! The plumbing under smbq's QUIC endpoints, server and client alike
+//! (quinn does the protocol): the UDP socket and quinn [`Runtime`] under
+//! them (GSO batches split to what one send carries, sendmmsg(2) where
+//! the kernel has no GSO: `mmsg`), several endpoints on one port steered
+//! by connection ID ([`reuseport`]), MTU discovery's upper bound from the
+//! route ([`route`]), the congestion controllers ([`Congestion`], smbq's
+//! own in [`congestion`]), what we ask of a peer's ACKs
+//! ([`ack_frequency`]), and [`StreamChunks`], which reads the SMB stream
+//! in the chunks quinn returns.
 //!
 //! The socket does two things quinn 0.11 does not do by itself, both
 //! measured on loopback (`smbq-bench`):
