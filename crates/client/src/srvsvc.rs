@@ -433,7 +433,7 @@ mod tests {
             })
             .collect();
         let server = Server::new(ServerConfig { shares, ..Default::default() }, smbq_auth::UserDb::new()).unwrap();
-        Pipe::open("srvsvc", &server, "alice").unwrap()
+        Pipe::open("srvsvc", &server.config.server_name, &server.shares(), "alice", 1).unwrap()
     }
 
     /// Write `pdu`, then READ `chunk` bytes at a time into a reassembler
