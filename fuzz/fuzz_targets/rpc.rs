@@ -22,7 +22,8 @@ fn server() -> &'static Server {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut pipe = Pipe::open("srvsvc", server(), "alice").expect("srvsvc opens");
+    let s = server();
+    let mut pipe = Pipe::open("srvsvc", &s.config.server_name, &s.shares(), "alice", 1).expect("srvsvc opens");
     let mut rest = data;
     while let [op, a, b, tail @ ..] = rest {
         let len = usize::from(u16::from_le_bytes([*a, *b])).min(tail.len());

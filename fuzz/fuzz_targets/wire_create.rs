@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         let mut m = vec![0u8; HEADER_LEN];
         r.encode(&mut m, 0);
         assert_eq!(CreateRequest::decode(&m).as_ref(), Ok(&r));
-        let name = smbq_server::cmd::create::share_path(&r.name);
+        let name = smbq_server::share_mode::share_path(&r.name);
         if smbq_vfs::check_name(name).is_ok() {
             let _ = name.split('\\').any(|c| c == "..");
         }

@@ -28,7 +28,7 @@ fn set_buffer(c: u8, buf: &[u8]) {
                 r.encode(&mut m);
                 assert_eq!(RenameInfo::decode(&m), Ok(r.clone()));
                 // What the server does with the target name next.
-                let _ = smbq_vfs::check_name(smbq_server::cmd::create::share_path(&r.name));
+                let _ = smbq_vfs::check_name(smbq_server::share_mode::share_path(&r.name));
             }
         }
         class::END_OF_FILE | class::ALLOCATION | class::POSITION => {

@@ -654,7 +654,7 @@ fn over_link(
     checks: &mut Vec<LinkCheck>,
 ) -> anyhow::Result<()> {
     let link = Link::start(LinkParams::default()).context("starting the link emulator (needs root, /dev/net/tun, iproute2)")?;
-    let unimpaired = link.check(10_000, true)?;
+    let unimpaired = link.check_twice(10_000, true)?;
     progress.step("link check, no impairment", &check_line(&unimpaired));
     checks.push(unimpaired);
     let at = Place { ip: IpAddr::V4(link.server_addr()), netns: Some(link.server_ns().to_string()), cpu: None };
@@ -676,7 +676,7 @@ fn over_link(
         std::thread::sleep(Duration::from_millis(200));
         if !checked.contains(&(delay, loss)) && (delay, loss) != (0.0, 0.0) {
             checked.push((delay, loss));
-            let c = link.check(10_000, false)?;
+            let c = link.check_twice(10_000, false)?;
             progress.step(&format!("link check, delay {delay} ms, loss {loss}%"), &check_line(&c));
             checks.push(c);
         }
@@ -778,7 +778,7 @@ fn over_link(
         let p = crate::fairness::params();
         link.set(p);
         std::thread::sleep(Duration::from_millis(200));
-        let c = link.check(2_000, false)?;
+        let c = link.check_twice(2_000, false)?;
         progress.step("link check, fairness bottleneck", &check_line(&c));
         checks.push(c);
         let point = [("delay_ms", 20.0), ("rate_mbit", 100.0)];
