@@ -483,7 +483,7 @@ fn take(e: &mut Entry, len: u32) -> Outcome {
 }
 
 /// The open `volatile` closed: drop its watch and buffer.
-pub(crate) fn forget(server: &Arc<Server>, volatile: u64) {
+pub(crate) fn forget(server: &Server, volatile: u64) {
     let Some(w) = server.notify.started() else { return };
     let mut st = w.lock();
     if let Some(id) = st.by_open.get(&volatile).copied() {

@@ -13,6 +13,8 @@ use std::time::Instant;
 /// last open. A deletion, or the close of an open that wrote, changes the
 /// directory: its leases break.
 pub fn release(server: &Server, open: Open, now: Instant) -> Open {
+    // Its change-notify watches go back at once.
+    crate::notify::forget(server, open.file_id.volatile);
     if open.file_key != 0 {
         let owner = open.owner();
         let files = &server.files;
