@@ -218,8 +218,8 @@ impl FileEntry {
 
 /// A file's state, locked alone: [`FileTable::get`] and
 /// [`FileTable::entry`] hand it out. An entry left with no open, no
-/// waiter and no pending delete (a CREATE that failed after locking the
-/// file) leaves the table when its lock does.
+/// byte-range lock, no waiter and no pending delete (a CREATE that failed
+/// after locking the file) leaves the table when its lock does.
 pub struct FileLock<'t> {
     table: &'t FileTable,
     entry: parking_lot::ArcMutexGuard<parking_lot::RawMutex, FileEntry>,
