@@ -6,8 +6,8 @@ starts ``krb5kdc`` in the foreground on a free port (UDP and TCP) of
 come from ``kadmin.local``. Debian packages: krb5-kdc, krb5-admin-server,
 krb5-user (scripts/install-deps).
 
-The service is reached as ``localhost``: clients ask for ``cifs/localhost``
-(Samba's smbclient will not use Kerberos towards an IP address).
+The service is reached as ``smbq.smbq.test`` (on 127.0.0.1: smbclient -I), whose principal is ``cifs/smbq.smbq.test``
+(Samba's GSSAPI client refuses an IP address and ``localhost``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from servers import free_port
 
 REALM = "SMBQ.TEST"
-HOST = "localhost"
+HOST = "smbq.smbq.test"
 SERVICE = f"cifs/{HOST}"
 READY_TIMEOUT = 20.0
 

@@ -152,7 +152,7 @@ impl ClientAuth {
             None
         };
         self.state = State::SentAuthenticate { flags, sent_mic: mic.is_some() };
-        Ok(spnego::encode_resp(None, false, Some(&auth), mic.as_ref().map(|m| m.as_slice())))
+        Ok(spnego::encode_resp(None, None, Some(&auth), mic.as_ref().map(|m| m.as_slice())))
     }
 
     /// MS-NLMP 3.1.5.1.2: AUTHENTICATE_MESSAGE and the exported session key.

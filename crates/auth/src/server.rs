@@ -1,8 +1,13 @@
-//! The server side of one SPNEGO/NTLMSSP exchange (MS-SPNG 3.2.5, MS-NLMP 3.2.5).
+//! The server side of one SPNEGO exchange (MS-SPNG 3.2.5) with NTLMSSP
+//! (MS-NLMP 3.2.5) or Kerberos (RFC 4121, MS-KILE 3.4.5, through MIT's
+//! GSS-API: `smbq_gssapi`).
 
 use crate::ntlm::{self, utf16le};
-use crate::spnego::{self, NegState, NegTokenResp, Token, MAX_TOKEN, NTLMSSP_OID};
-use crate::{AuthError, AuthStep, TargetInfo};
+use crate::spnego::{self, NegState, NegTokenResp, Token, KRB5_OID, MAX_TOKEN, MS_KRB5_OID, NTLMSSP_OID};
+use crate::{AuthError, AuthStep, KerberosLogon, TargetInfo};
+use smbq_gssapi::{Acceptor, Failure, Step};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Flags the server always sets in CHALLENGE_MESSAGE (MS-NLMP 3.2.5.1.1).
 const SERVER_FLAGS: u32 = ntlm::NEGOTIATE_UNICODE
@@ -25,6 +30,9 @@ enum State {
     Start,
     /// SPNEGO chose NTLMSSP but the client has not sent NEGOTIATE_MESSAGE yet.
     AwaitNegotiate(Spnego),
+    /// SPNEGO chose Kerberos (`oid`) and waits for the AP-REQ, or for the
+    /// next leg of a Kerberos exchange under way.
+    Kerberos { spnego: Spnego, oid: &'static [u8], acceptor: Box<Acceptor> },
     AwaitAuthenticate { spnego: Option<Spnego>, negotiate: Vec<u8>, challenge: Vec<u8> },
     /// Done or failed: an error sticks, like the exchange's end.
     Finished,
@@ -40,6 +48,10 @@ pub struct ServerAuth {
     target: TargetInfo,
     now_filetime: u64,
     server_challenge: [u8; 8],
+    /// Offer and accept NTLMSSP (`[auth] ntlm`).
+    ntlm: bool,
+    /// Accept Kerberos with the keys of this keytab (`[kerberos] keytab`).
+    keytab: Option<Arc<Path>>,
     state: State,
 }
 
@@ -61,7 +73,23 @@ impl ServerAuth {
     /// As [`ServerAuth::new`], with the server challenge given (a fixed
     /// one lets a test replay a client's tokens).
     pub fn with_challenge(target: TargetInfo, now_filetime: u64, server_challenge: [u8; 8]) -> ServerAuth {
-        ServerAuth { target, now_filetime, server_challenge, state: State::Start }
+        ServerAuth { target, now_filetime, server_challenge, ntlm: true, keytab: None, state: State::Start }
+    }
+
+    /// Which mechanisms this exchange accepts: NTLMSSP when `ntlm`,
+    /// Kerberos when there is a `keytab`.
+    pub fn mechanisms(self, ntlm: bool, keytab: Option<Arc<Path>>) -> ServerAuth {
+        ServerAuth { ntlm, keytab, ..self }
+    }
+
+    /// The mechanism this server would pick for `oid`, if it accepts it.
+    fn accepts(&self, oid: &[u8]) -> Option<&'static [u8]> {
+        match oid {
+            o if o == NTLMSSP_OID && self.ntlm => Some(NTLMSSP_OID),
+            o if o == MS_KRB5_OID && self.keytab.is_some() => Some(MS_KRB5_OID),
+            o if o == KRB5_OID && self.keytab.is_some() => Some(KRB5_OID),
+            _ => None,
+        }
     }
 
     /// Feeds the client's security buffer. `lookup(user, domain)` returns
@@ -90,6 +118,11 @@ impl ServerAuth {
             State::AwaitAuthenticate { spnego, negotiate, challenge } => {
                 self.authenticate(token, spnego, &negotiate, &challenge, lookup)
             }
+            State::Kerberos { spnego, oid, acceptor } => {
+                let resp = expect_resp(token)?;
+                let ap_req = resp.response_token.ok_or(AuthError::Malformed("NegTokenResp without responseToken"))?;
+                self.kerberos(ap_req, resp.mech_list_mic, spnego, oid, acceptor, false)
+            }
             State::Finished => Err(AuthError::Malformed("authentication exchange already finished")),
         }
     }
@@ -98,29 +131,110 @@ impl ServerAuth {
     /// (RFC 4178 4.2.1, MS-SPNG 3.2.5.2).
     fn start(&mut self, token: &[u8]) -> Result<AuthStep, AuthError> {
         if token.starts_with(ntlm::SIGNATURE) {
+            if !self.ntlm {
+                return Err(AuthError::NtlmBlocked);
+            }
             return self.challenge(token, None, false);
         }
         let Token::Init(init) = spnego::decode(token)? else {
             return Err(AuthError::Malformed("exchange must start with NegTokenInit"));
         };
-        let pos = init
-            .mech_types
-            .iter()
-            .position(|m| *m == NTLMSSP_OID)
-            .ok_or(AuthError::Unsupported("client offered no NTLMSSP mechanism"))?;
+        // The initiator's first choice that this server accepts.
+        let Some((pos, oid)) = init.mech_types.iter().enumerate().find_map(|(i, m)| Some((i, self.accepts(m)?))) else {
+            if init.mech_types.contains(&NTLMSSP_OID) {
+                return Err(AuthError::NtlmBlocked);
+            }
+            return Err(AuthError::Unsupported("client offered no mechanism this server accepts"));
+        };
         // RFC 4178 5: when the selected mechanism is not the initiator's
         // first choice, the mechListMIC exchange is mandatory (request-mic).
         let spnego = Spnego { mech_types_der: init.mech_types_der.to_vec(), mic_required: pos != 0 };
+        let state = if spnego.mic_required { NegState::RequestMic } else { NegState::AcceptIncomplete };
+        if oid != NTLMSSP_OID {
+            let keytab = self.keytab.clone().ok_or(AuthError::Unsupported("no keytab"))?;
+            let acceptor = Box::new(Acceptor::new(&keytab).map_err(|e| {
+                tracing::warn!("kerberos: the keytab's keys cannot be used: {e}");
+                AuthError::LogonFailure
+            })?);
+            return match init.mech_token {
+                // The optimistic token is an AP-REQ for the mechanism chosen.
+                Some(ap_req) if pos == 0 => self.kerberos(ap_req, None, spnego, oid, acceptor, true),
+                _ => {
+                    self.state = State::Kerberos { spnego, oid, acceptor };
+                    Ok(AuthStep::Continue(spnego::encode_resp(Some(state), Some(oid), None, None)))
+                }
+            };
+        }
         match init.mech_token {
             // The optimistic token is ours: answer it with the challenge.
             Some(negotiate) if pos == 0 => self.challenge(negotiate, Some(spnego), true),
             // No token, or one for a mechanism we lack: name NTLMSSP and wait.
             _ => {
-                let state = if spnego.mic_required { NegState::RequestMic } else { NegState::AcceptIncomplete };
                 self.state = State::AwaitNegotiate(spnego);
-                Ok(AuthStep::Continue(spnego::encode_resp(Some(state), true, None, None)))
+                Ok(AuthStep::Continue(spnego::encode_resp(Some(state), Some(NTLMSSP_OID), None, None)))
             }
         }
+    }
+
+    /// MS-KILE 3.4.5.1: check an AP-REQ (in an RFC 4121 InitialContextToken)
+    /// and answer with the AP-REP, in a NegTokenResp naming `oid` when
+    /// `first_reply`. mechListMIC (RFC 4178 5) as for NTLMSSP: checked when
+    /// the client sends one, required when Kerberos was not its first
+    /// choice, and then answered with ours.
+    fn kerberos(
+        &mut self,
+        ap_req: &[u8],
+        client_mic: Option<&[u8]>,
+        spnego: Spnego,
+        oid: &'static [u8],
+        mut acceptor: Box<Acceptor>,
+        first_reply: bool,
+    ) -> Result<AuthStep, AuthError> {
+        let supported = first_reply.then_some(oid);
+        let fail = |e: smbq_gssapi::Error| {
+            tracing::info!("kerberos: AP-REQ refused: {e}");
+            match e.failure() {
+                Failure::Malformed => AuthError::Malformed("not a Kerberos AP-REQ"),
+                Failure::ClockSkew => AuthError::ClockSkew,
+                _ => AuthError::LogonFailure,
+            }
+        };
+        let ap_rep = match acceptor.step(ap_req).map_err(fail)? {
+            Step::Continue(tok) => {
+                self.state = State::Kerberos { spnego, oid, acceptor };
+                return Ok(AuthStep::Continue(spnego::encode_resp(Some(NegState::AcceptIncomplete), supported, Some(&tok), None)));
+            }
+            Step::Done(tok) => tok,
+        };
+        let target = acceptor.acceptor().map_err(fail)?;
+        //= MS-KILE 3.4.5.1: the server accepts tickets for its own service;
+        //# smbq's is cifs/NAME for each name it answers to.
+        if !target.starts_with("cifs/") {
+            tracing::info!("kerberos: refused a ticket for {target}, not a cifs/ service");
+            return Err(AuthError::LogonFailure);
+        }
+        let principal = acceptor.initiator().map_err(fail)?;
+        let session_key = acceptor.session_key().map_err(fail)?;
+        let pac = acceptor.pac().map_err(fail)?;
+        let server_mic = match client_mic {
+            Some(mic) => {
+                acceptor.verify_mic(&spnego.mech_types_der, mic).map_err(|_| AuthError::LogonFailure)?;
+                true
+            }
+            None if spnego.mic_required => return Err(AuthError::LogonFailure),
+            None => false,
+        };
+        let mic = if server_mic { Some(acceptor.get_mic(&spnego.mech_types_der).map_err(fail)?) } else { None };
+        let token = spnego::encode_resp(Some(NegState::AcceptCompleted), supported, Some(&ap_rep), mic.as_deref());
+        let (user, domain) = principal.rsplit_once('@').map_or((principal.clone(), String::new()), |(u, r)| (u.to_string(), r.to_string()));
+        Ok(AuthStep::Done {
+            token,
+            user,
+            domain,
+            session_key,
+            anonymous: false,
+            kerberos: Some(KerberosLogon { principal, service: target, pac }),
+        })
     }
 
     /// MS-NLMP 3.2.5.1.1: answer NEGOTIATE_MESSAGE with CHALLENGE_MESSAGE.
@@ -133,7 +247,7 @@ impl ServerAuth {
         let challenge = ntlm::encode_challenge(flags, &self.target.netbios_computer, &self.server_challenge, &self.target_info());
         let out = match &spnego {
             None => challenge.clone(),
-            Some(_) => spnego::encode_resp(Some(NegState::AcceptIncomplete), first_reply, Some(&challenge), None),
+            Some(_) => spnego::encode_resp(Some(NegState::AcceptIncomplete), first_reply.then_some(NTLMSSP_OID), Some(&challenge), None),
         };
         self.state = State::AwaitAuthenticate { spnego, negotiate: negotiate.to_vec(), challenge };
         Ok(AuthStep::Continue(out))
@@ -175,9 +289,16 @@ impl ServerAuth {
             if auth.user.is_empty() && matches!(auth.lm, [] | [0]) {
                 let token = match spnego {
                     None => Vec::new(),
-                    Some(_) => spnego::encode_resp(Some(NegState::AcceptCompleted), false, None, None),
+                    Some(_) => spnego::encode_resp(Some(NegState::AcceptCompleted), None, None, None),
                 };
-                return Ok(AuthStep::Done { token, user: String::new(), domain: auth.domain, session_key: [0; 16], anonymous: true });
+                return Ok(AuthStep::Done {
+                    token,
+                    user: String::new(),
+                    domain: auth.domain,
+                    session_key: vec![0; 16],
+                    anonymous: true,
+                    kerberos: None,
+                });
             }
             // LM-only: refused.
             return Err(AuthError::LogonFailure);
@@ -210,9 +331,9 @@ impl ServerAuth {
                     None => false,
                 };
                 let server_mic = if send_mic { Some(ntlm::first_mic(auth.flags, &key, false, &s.mech_types_der)?) } else { None };
-                spnego::encode_resp(Some(NegState::AcceptCompleted), false, None, server_mic.as_ref().map(|m| m.as_slice()))
+                spnego::encode_resp(Some(NegState::AcceptCompleted), None, None, server_mic.as_ref().map(|m| m.as_slice()))
             }
         };
-        Ok(AuthStep::Done { token, user: auth.user, domain: auth.domain, session_key: key, anonymous: false })
+        Ok(AuthStep::Done { token, user: auth.user, domain: auth.domain, session_key: key.to_vec(), anonymous: false, kerberos: None })
     }
 }

@@ -10,6 +10,8 @@ pub const MAX_TOKEN: usize = 64 * 1024;
 /// Most mechanism OIDs we accept in a client's mechTypes list.
 const MAX_MECH_TYPES: usize = 16;
 
+/// Kerberos OIDs (MS-KILE 1.9, RFC 1964), DER contents.
+pub(crate) use smbq_gssapi::{KRB5_OID, MS_KRB5_OID};
 /// SPNEGO OID 1.3.6.1.5.5.2 (RFC 4178 3), DER contents.
 const SPNEGO_OID: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x02];
 /// NTLMSSP OID 1.3.6.1.4.1.311.2.2.10 (MS-NLMP 1.9), DER contents.
@@ -42,7 +44,7 @@ fn malformed(what: &'static str) -> AuthError {
 
 /// One DER TLV: (tag, contents, rest). Single-byte tags only, definite
 /// lengths of at most 3 length octets, bounded by the input.
-fn tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8]), AuthError> {
+pub(crate) fn tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8]), AuthError> {
     let (&tag, rest) = input.split_first().ok_or(malformed("DER: empty"))?;
     if tag & 0x1f == 0x1f {
         return Err(malformed("DER: multi-byte tag"));
@@ -73,7 +75,7 @@ fn expect<'a>(input: &'a [u8], want: u8, what: &'static str) -> Result<(&'a [u8]
 }
 
 /// A TLV that must fill `input` exactly.
-fn only<'a>(input: &'a [u8], want: u8, what: &'static str) -> Result<&'a [u8], AuthError> {
+pub(crate) fn only<'a>(input: &'a [u8], want: u8, what: &'static str) -> Result<&'a [u8], AuthError> {
     let (contents, rest) = expect(input, want, what)?;
     if !rest.is_empty() {
         return Err(malformed("DER: trailing bytes"));
@@ -90,7 +92,7 @@ fn push_len(out: &mut Vec<u8>, len: usize) {
     }
 }
 
-fn der(tag: u8, contents: &[u8]) -> Vec<u8> {
+pub(crate) fn der(tag: u8, contents: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
     push_len(&mut out, contents.len());
     out.extend_from_slice(contents);
@@ -242,9 +244,18 @@ pub(crate) fn mech_type_list(oids: &[&[u8]]) -> Vec<u8> {
 }
 
 /// MS-SPNG 2.2.1 NegTokenInit2 for the SMB2 NEGOTIATE response: mechTypes
-/// {NTLMSSP} and negHints { hintName "not_defined_in_RFC4178@please_ignore" }.
-pub fn spnego_negotiate_token() -> Vec<u8> {
-    let mut seq = der(ctx(0), &mech_type_list(&[NTLMSSP_OID]));
+/// {MS-KRB5, KRB5} when `kerberos`, then {NTLMSSP} when `ntlm`, as
+/// Windows orders them, and negHints { hintName
+/// "not_defined_in_RFC4178@please_ignore" }.
+pub fn spnego_negotiate_token(kerberos: bool, ntlm: bool) -> Vec<u8> {
+    let mut mechs: Vec<&[u8]> = Vec::new();
+    if kerberos {
+        mechs.extend([MS_KRB5_OID, KRB5_OID]);
+    }
+    if ntlm {
+        mechs.push(NTLMSSP_OID);
+    }
+    let mut seq = der(ctx(0), &mech_type_list(&mechs));
     let hints = der(TAG_SEQUENCE, &der(ctx(0), &der(TAG_GENERAL_STRING, HINT_NAME)));
     seq.extend_from_slice(&der(ctx(3), &hints));
     gss_wrap(&der(ctx(0), &der(TAG_SEQUENCE, &seq)))
@@ -260,10 +271,11 @@ pub(crate) fn encode_init(mech_types_der: &[u8], mech_token: Option<&[u8]>) -> V
     gss_wrap(&der(ctx(0), &der(TAG_SEQUENCE, &seq)))
 }
 
-/// RFC 4178 4.2.2 NegTokenResp; `supported_mech` adds NTLMSSP's OID.
+/// RFC 4178 4.2.2 NegTokenResp; `supported_mech` is the chosen
+/// mechanism's OID (DER contents), sent in the target's first reply.
 pub(crate) fn encode_resp(
     neg_state: Option<NegState>,
-    supported_mech: bool,
+    supported_mech: Option<&[u8]>,
     response_token: Option<&[u8]>,
     mech_list_mic: Option<&[u8]>,
 ) -> Vec<u8> {
@@ -271,8 +283,8 @@ pub(crate) fn encode_resp(
     if let Some(s) = neg_state {
         seq.extend_from_slice(&der(ctx(0), &der(TAG_ENUMERATED, &[s as u8])));
     }
-    if supported_mech {
-        seq.extend_from_slice(&der(ctx(1), &der(TAG_OID, NTLMSSP_OID)));
+    if let Some(oid) = supported_mech {
+        seq.extend_from_slice(&der(ctx(1), &der(TAG_OID, oid)));
     }
     if let Some(t) = response_token {
         seq.extend_from_slice(&der(ctx(2), &der(TAG_OCTET_STRING, t)));
@@ -298,7 +310,7 @@ mod tests {
             "a32a3028a0261b246e6f745f646566696e65645f696e5f5246433431373840706c656173655f69676e6f7265"
         ))
         .unwrap();
-        assert_eq!(spnego_negotiate_token(), expected);
+        assert_eq!(spnego_negotiate_token(false, true), expected);
         let Token::Init(init) = decode(&expected).unwrap() else { panic!("not init") };
         assert_eq!(init.mech_types, vec![NTLMSSP_OID]);
         assert!(init.mech_token.is_none());
@@ -319,7 +331,7 @@ mod tests {
         // Short, one-octet and two-octet DER length forms.
         let big = vec![7u8; 60_000];
         for token in [&b"x"[..], &[1u8; 200], &big] {
-            let enc = encode_resp(Some(NegState::RequestMic), true, Some(token), Some(b"mic"));
+            let enc = encode_resp(Some(NegState::RequestMic), Some(NTLMSSP_OID), Some(token), Some(b"mic"));
             let Token::Resp(r) = decode(&enc).unwrap() else { panic!("not resp") };
             assert_eq!(r.neg_state, Some(NegState::RequestMic));
             assert_eq!(r.supported_mech, Some(NTLMSSP_OID));
@@ -330,7 +342,7 @@ mod tests {
 
     #[test]
     fn bad_der_is_an_error() {
-        let good = encode_resp(Some(NegState::AcceptIncomplete), true, Some(b"tok"), None);
+        let good = encode_resp(Some(NegState::AcceptIncomplete), Some(NTLMSSP_OID), Some(b"tok"), None);
         for n in 0..good.len() {
             assert!(decode(&good[..n]).is_err(), "prefix {n}");
         }

@@ -108,6 +108,16 @@ impl Token {
         Token { user, owner, group, sids }
     }
 
+    /// This token with `groups` too (a PAC's SIDs), once each.
+    pub fn with_groups(mut self, groups: &[Sid]) -> Token {
+        for g in groups {
+            if !self.sids.contains(g) {
+                self.sids.push(g.clone());
+            }
+        }
+        self
+    }
+
     pub fn has(&self, sid: &Sid) -> bool {
         self.sids.contains(sid)
     }

@@ -2,6 +2,7 @@
 //! TOML config by the binary; every field has a default that works.
 
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -234,6 +235,44 @@ pub struct ServerConfig {
     /// Count connections, requests and bytes through the `metrics` facade
     /// (crate::metrics); the binary installs the recorder first.
     pub metrics: bool,
+    /// Offer and accept NTLMSSP (`[auth] ntlm`); off, NEGOTIATE offers
+    /// Kerberos only and NTLM tokens get STATUS_NTLM_BLOCKED.
+    pub ntlm: bool,
+    pub kerberos: KerberosConfig,
+}
+
+/// `[kerberos]`: Kerberos logons (MS-KILE) with the keys of a keytab, and
+/// the KDC proxy (MS-KKDCP) that smbq serves beside QUIC.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KerberosConfig {
+    /// The keytab with the keys of `cifs/NAME@REALM` for each name the
+    /// server answers to (`smbq serve --keytab`); none: no Kerberos.
+    pub keytab: Option<PathBuf>,
+    /// The realm whose principals are smbq users by name: `alice@REALM`
+    /// logs on as `alice`.
+    pub realm: Option<String>,
+    /// Other principals and the smbq user each is (`"bob@OTHER.ORG" =
+    /// "robert"`); a principal neither in the realm nor here is refused.
+    pub map: BTreeMap<String, String>,
+    /// Serve `POST /KdcProxy` over HTTPS on TCP at the QUIC port.
+    pub kdc_proxy: bool,
+    /// The KDCs the proxy forwards to, `host:port` (port 88 if left out).
+    pub kdc: Vec<String>,
+}
+
+impl KerberosConfig {
+    /// The smbq user `principal` logs on as, if it may (issue 35 item 2):
+    /// the explicit map first, then the configured realm's names.
+    pub fn user_of(&self, principal: &str) -> Option<String> {
+        if let Some(user) = self.map.iter().find(|(p, _)| p.eq_ignore_ascii_case(principal)).map(|(_, u)| u) {
+            return Some(user.clone());
+        }
+        let (name, realm) = principal.rsplit_once('@')?;
+        let ours = self.realm.as_deref()?;
+        // A name with an instance (host/x, alice/admin) is not a user.
+        (realm.eq_ignore_ascii_case(ours) && !name.is_empty() && !name.contains('/')).then(|| name.to_string())
+    }
 }
 
 /// One address of a network interface (MS-SMB2 2.2.32.5).
@@ -257,6 +296,29 @@ impl Default for ServerConfig {
             allow_transport_security: true,
             interfaces: Vec::new(),
             metrics: false,
+            ntlm: true,
+            kerberos: KerberosConfig::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kerberos_principals_map_to_users() {
+        let k = KerberosConfig {
+            realm: Some("EXAMPLE.COM".into()),
+            map: BTreeMap::from([("bob@OTHER.ORG".to_string(), "robert".to_string())]),
+            ..KerberosConfig::default()
+        };
+        assert_eq!(k.user_of("alice@EXAMPLE.COM").as_deref(), Some("alice"));
+        assert_eq!(k.user_of("alice@example.com").as_deref(), Some("alice"));
+        assert_eq!(k.user_of("bob@OTHER.ORG").as_deref(), Some("robert"));
+        for refused in ["carol@OTHER.ORG", "host/x@EXAMPLE.COM", "alice", "@EXAMPLE.COM", "alice@EXAMPLE.COM.EVIL"] {
+            assert_eq!(k.user_of(refused), None, "{refused}");
+        }
+        assert_eq!(KerberosConfig::default().user_of("alice@EXAMPLE.COM"), None);
     }
 }

@@ -23,6 +23,9 @@ pub struct Session {
     /// The user of the first logon: a re-authentication may not change it.
     pub logon_user: String,
     pub domain: String,
+    /// SIDs the user acts with beyond its own (access::Token): the user
+    /// and group SIDs of a Kerberos ticket's PAC.
+    pub groups: Vec<smbq_wire::security::Sid>,
     /// Session.SigningKey: verifies binding requests and signs the
     /// SESSION_SETUP answers that are not a success (MS-SMB2 3.3.4.1.1).
     pub signer: Option<Arc<Signer>>,
@@ -65,6 +68,7 @@ impl Session {
             preauth,
             user: String::new(),
             logon_user: String::new(),
+            groups: Vec::new(),
             domain: String::new(),
             signer: None,
             channels: vec![Channel { connection, signer: None, binding: None }],

@@ -48,6 +48,15 @@
 //! require_client_cert = false
 //! client_fingerprints = ["AB:CD:..."]   # SHA-256 of allowed client certificates
 //! client_ca = "/etc/smbq/clients-ca.pem"
+//! [auth]
+//! ntlm = true                  # false: Kerberos only (NTLM logons get STATUS_NTLM_BLOCKED)
+//! [kerberos]                   # README "Kerberos"
+//! keytab = "/etc/smbq/smbq.keytab"   # keys of cifs/NAME@REALM (--keytab); absent: no Kerberos
+//! realm = "EXAMPLE.COM"        # alice@EXAMPLE.COM is smbq user alice
+//! kdc_proxy = false            # serve https://NAME:QUIC-PORT/KdcProxy (MS-KKDCP)
+//! kdc = ["dc1.example.com:88"] # where the proxy forwards
+//! [kerberos.map]               # other principals, each to an smbq user
+//! "bob@PARTNER.ORG" = "bob"
 //! ```
 
 use serde::Deserialize;
@@ -89,6 +98,24 @@ pub struct FileConfig {
     pub limits: Limits,
     #[serde(default)]
     pub quic_options: QuicSection,
+    #[serde(default)]
+    pub kerberos: smbq_server::config::KerberosConfig,
+    #[serde(default)]
+    pub auth: AuthSection,
+}
+
+/// `[auth]`: which logons the server takes.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSection {
+    /// NTLMv2 (false: Kerberos only; NTLM logons get STATUS_NTLM_BLOCKED).
+    pub ntlm: bool,
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        AuthSection { ntlm: true }
+    }
 }
 
 /// `[quic_options]`: QUIC transport settings and client access control.

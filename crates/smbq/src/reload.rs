@@ -133,6 +133,9 @@ impl Reloader {
         if format!("{:?}", (&s.limits, &s.quic_options)) != format!("{:?}", (&file.limits, &file.quic_options)) {
             out.push("limits or QUIC options");
         }
+        if (&s.kerberos, &s.auth) != (&file.kerberos, &file.auth) {
+            out.push("[kerberos] or [auth]");
+        }
         if (&s.users, &s.state_dir) != (&file.users, &file.state_dir) {
             out.push("users file or state directory");
         }

@@ -72,6 +72,10 @@ pub struct ServeArgs {
     /// Require SMB signing on every session.
     #[arg(long)]
     signing_required: bool,
+    /// Accept Kerberos logons with the keys in this keytab (`cifs/NAME@REALM`
+    /// for each name clients use); overrides `[kerberos] keytab`.
+    #[arg(long, value_name = "FILE")]
+    keytab: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (off by default):
     /// smbq_connections{transport}, smbq_connections_accepted_total{transport},
     /// smbq_sessions, smbq_opens, smbq_requests_total{command},
@@ -94,6 +98,25 @@ pub struct ServeArgs {
     qlog_dir: Option<PathBuf>,
     #[command(flatten)]
     acme: Box<crate::acme::AcmeArgs>,
+}
+
+/// `[kerberos]` with `--keytab` over it, its keytab checked now: a keytab
+/// MIT cannot read is an error at start, not a refusal at each logon.
+fn kerberos_config(args: &ServeArgs, file: &FileConfig) -> anyhow::Result<smbq_server::config::KerberosConfig> {
+    let mut k = file.kerberos.clone();
+    if let Some(path) = &args.keytab {
+        k.keytab = Some(path.clone());
+    }
+    if let Some(path) = &k.keytab {
+        smbq_auth::check_keytab(path).map_err(|e| anyhow::anyhow!("keytab {}: {e}", path.display()))?;
+        if k.realm.is_none() && k.map.is_empty() {
+            bail!("a keytab needs [kerberos] realm (or [kerberos.map]): which principals are smbq users");
+        }
+        eprintln!("kerberos logons with keytab {}{}", path.display(), k.realm.as_ref().map(|r| format!(", users of realm {r}")).unwrap_or_default());
+    } else if !file.auth.ntlm {
+        bail!("[auth] ntlm = false needs a keytab for Kerberos: no logon could succeed");
+    }
+    Ok(k)
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -148,10 +171,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             args.tcp.or(file.tcp).map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip()),
         ),
         metrics: metrics.is_some(),
+        ntlm: file.auth.ntlm,
+        kerberos: kerberos_config(&args, &file)?,
         ..ServerConfig::default()
     };
     let server = Arc::new(Server::new(config, users).map_err(anyhow::Error::msg)?);
 
+    let mut kdc_proxy = kdc_proxy_config(&server, serve_quic)?;
+    let mut kdc_certs = None;
     let mut cert_source = None;
     let mut acme_task = None;
     let tls_config = if serve_quic {
@@ -200,6 +227,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             bail!("--require-client-cert needs --client-cert-fingerprint or --client-ca");
         }
         let certs = tls::Certificates::new(&id)?;
+        if kdc_proxy.is_some() {
+            kdc_certs = Some(Arc::clone(&certs));
+        }
         match acme {
             Some((cfg, current)) => acme_task = Some((cfg, certs.clone(), current)),
             // Without ACME a reload reads the certificate files again.
@@ -255,6 +285,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             for endpoint in endpoints {
                 tasks.push(tokio::spawn(quic::serve(endpoint, server.clone(), quic_opts.clone(), stopped(stop_rx.clone()))));
             }
+            // The KDC proxy: TCP at the QUIC address and port, the QUIC certificate.
+            if let (Some(config), Some(certs)) = (kdc_proxy.take(), kdc_certs.take()) {
+                let domains = args.acme.config(&file, &state_dir)?.map(|c| c.domains).unwrap_or_default();
+                let name = crate::kdcproxy::url_name(&domains, &certs);
+                let (realm, kdcs) = (config.realm.clone(), config.kdcs.join(", "));
+                let proxy = crate::kdcproxy::KdcProxy::bind(addr, certs, config).await?;
+                let port = proxy.local_addr()?.port();
+                eprintln!("kdc proxy on https://{name}:{port}{} (realm {realm}, forwarding to {kdcs})", crate::kdcproxy::PATH);
+                tasks.push(tokio::spawn(proxy.serve(stopped(stop_rx.clone()))));
+            }
         }
         print_hints(&server, &addrs, &users_path, first_user.as_ref());
         if let Some((cfg, certs, current)) = acme_task {
@@ -309,6 +349,21 @@ fn raise_fd_limit() {
             }
         }
     }
+}
+
+/// `[kerberos] kdc_proxy`: what the proxy forwards; it needs QUIC (its
+/// port and certificate).
+fn kdc_proxy_config(server: &Server, serve_quic: bool) -> anyhow::Result<Option<crate::kdcproxy::KdcProxyConfig>> {
+    let k = &server.config.kerberos;
+    if !k.kdc_proxy {
+        return Ok(None);
+    }
+    if !serve_quic {
+        bail!("[kerberos] kdc_proxy is served at the QUIC port with the QUIC certificate: QUIC is off");
+    }
+    let config = crate::kdcproxy::KdcProxyConfig { realm: k.realm.clone().unwrap_or_default(), kdcs: k.kdc.clone() };
+    config.check()?;
+    Ok(Some(config))
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {

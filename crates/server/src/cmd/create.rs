@@ -683,7 +683,8 @@ fn open_file(
         .flatten()
         .map(|s| table_key(files, &s, o.stream));
     server.expire_parked(ctx.now, |p| Some(p.open.file_key) == parked);
-    let token = acl::Token::for_user(&ctx.session()?.user);
+    let session = ctx.session()?;
+    let token = acl::Token::for_user(&session.user).with_groups(&session.groups);
     let (existing, locked) = match lock_existing(ctx, &mut o, files, &token, lease_id.as_ref())? {
         Found::Ready(existing, locked) => (existing, locked),
         Found::Wait(deadline) => return ctx.defer(req_msg, deadline),

@@ -112,7 +112,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         neg.cipher = Some(Cipher::Aes128Ccm);
         neg.server_capabilities |= caps::ENCRYPTION;
     }
-    let token = smbq_auth::spnego_negotiate_token();
+    let token = security_token(&ctx.conn.server.config);
     let header_start = ctx.header_start;
     response(ctx.conn, &neg, &token, contexts).encode(ctx.out, header_start);
     ctx.conn.preauth = PreauthHash::new();
@@ -179,6 +179,13 @@ fn max_io(multi_credit: bool, limit: u32) -> u32 {
 }
 
 /// The NEGOTIATE response telling the client `neg` (MS-SMB2 2.2.4).
+/// The NEGOTIATE response's security buffer (MS-SMB2 3.3.5.4): the
+/// mechanisms SESSION_SETUP accepts, Kerberos when a keytab is set,
+/// NTLMSSP unless `[auth] ntlm = false`.
+fn security_token(config: &crate::config::ServerConfig) -> Vec<u8> {
+    smbq_auth::spnego_negotiate_token(config.kerberos.keytab.is_some(), config.ntlm)
+}
+
 fn response<'a>(st: &ConnState, neg: &Negotiated, token: &'a [u8], contexts: Vec<(u16, Vec<u8>)>) -> NegotiateResponse<'a> {
     NegotiateResponse {
         security_mode: neg.server_security_mode,
@@ -228,7 +235,7 @@ pub(crate) fn smb1(st: &mut ConnState, credits: &mut Credits, msg: &[u8]) -> Res
         ..Default::default()
     };
     hdr.encode(&mut out);
-    let token = smbq_auth::spnego_negotiate_token();
+    let token = security_token(&st.server.config);
     // The wildcard answer settles nothing: an SMB2 NEGOTIATE follows.
     let neg = settle(st, dialect);
     response(st, &neg, &token, Vec::new()).encode(&mut out, 4);

@@ -1,7 +1,7 @@
-//! SESSION_SETUP (MS-SMB2 2.2.5, 2.2.6; processing 3.3.5.5): SPNEGO/NTLMv2
-//! authentication, key derivation, re-authentication.
+//! SESSION_SETUP (MS-SMB2 2.2.5, 2.2.6; processing 3.3.5.5): SPNEGO with
+//! NTLMv2 or Kerberos, key derivation, re-authentication.
 
-use crate::config::EncryptPolicy;
+use crate::config::{EncryptPolicy, ServerConfig};
 use crate::ctx::{Ctx, HResult, Req};
 use crate::conn_state::Negotiated;
 use crate::transport_info::TransportKind;
@@ -11,6 +11,7 @@ use smbq_auth::{AuthError, AuthStep, ServerAuth, TargetInfo};
 use smbq_crypto::{derive_keys, Sealer, Signer, SigningAlgorithm};
 use smbq_wire::negotiate::security_mode;
 use smbq_wire::session_setup::{encode_response, session_flags, SessionSetupRequest, FLAG_BINDING};
+use smbq_wire::security::Sid;
 use smbq_wire::{Dialect, NtStatus};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,7 +31,8 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             dns_computer: server.config.server_name.to_lowercase(),
             dns_domain: String::new(),
         };
-        ServerAuth::with_challenge(target, server.now(), server.random())
+        let keytab = server.config.kerberos.keytab.as_deref().map(Arc::from);
+        ServerAuth::with_challenge(target, server.now(), server.random()).mechanisms(server.config.ntlm, keytab)
     };
     if r.flags & FLAG_BINDING != 0 {
         if let Some(refusal) = bind_refusal(ctx, req, &neg) {
@@ -85,20 +87,17 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
         }
         Err(status)
     };
-    let (token, user, domain, session_key) = match step {
-        Ok(AuthStep::Continue(tok)) => {
+    let Logon { token, user, domain, session_key, groups, .. } = match outcome(&server.config, step) {
+        Ok(Outcome::Continue(tok)) => {
             encode_response(ctx.out, ctx.header_start, 0, &tok);
             return Ok(NtStatus::MORE_PROCESSING_REQUIRED);
         }
         // Anonymous logons are refused, but a session may re-authenticate
         // as anonymous (Windows and Samba allow it; smbtorture
         // smb2.session.reauth2).
-        Ok(AuthStep::Done { anonymous: true, token, .. }) if reauth => (token, String::new(), String::new(), [0; 16]),
-        Ok(AuthStep::Done { anonymous: true, .. }) => return failed(ctx, NtStatus::LOGON_FAILURE),
-        Ok(AuthStep::Done { token, user, domain, session_key, .. }) => (token, user, domain, session_key),
-        Err(AuthError::LogonFailure) => return failed(ctx, NtStatus::LOGON_FAILURE),
-        Err(AuthError::Malformed(_)) => return failed(ctx, NtStatus::INVALID_PARAMETER),
-        Err(AuthError::Unsupported(_)) => return failed(ctx, NtStatus::NOT_SUPPORTED),
+        Ok(Outcome::Done(l)) if l.anonymous && !reauth => return failed(ctx, NtStatus::LOGON_FAILURE),
+        Ok(Outcome::Done(l)) => l,
+        Err(status) => return failed(ctx, status),
     };
     if reauth {
         //# The user of a re-authenticated session must not change; it may
@@ -107,6 +106,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
             return failed(ctx, NtStatus::ACCESS_DENIED);
         }
         session.user = user;
+        session.groups = groups;
         session.state = SessionState::Valid;
         encode_response(ctx.out, ctx.header_start, if session.encrypt_data { session_flags::ENCRYPT_DATA } else { 0 }, &token);
         return Ok(NtStatus::SUCCESS);
@@ -133,6 +133,7 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     }
     session.logon_user = user.clone();
     session.user = user;
+    session.groups = groups;
     session.domain = domain;
     session.state = SessionState::Valid;
     let live = LiveSession {
@@ -157,6 +158,61 @@ pub fn handle(ctx: &mut Ctx<'_>, req: &Req<'_>) -> HResult {
     let flags = if session.encrypt_data { session_flags::ENCRYPT_DATA } else { 0 };
     encode_response(ctx.out, ctx.header_start, flags, &token);
     Ok(NtStatus::SUCCESS)
+}
+
+/// Where one authentication leg leaves a SESSION_SETUP.
+enum Outcome {
+    /// Send this token with STATUS_MORE_PROCESSING_REQUIRED.
+    Continue(Vec<u8>),
+    Done(Logon),
+}
+
+/// Who authenticated, as smbq sees them.
+struct Logon {
+    token: Vec<u8>,
+    /// The smbq user (empty for anonymous).
+    user: String,
+    domain: String,
+    /// Full length: Kerberos AES-256 keys are 32 bytes (see derive_keys).
+    session_key: Vec<u8>,
+    /// SIDs beyond the user's own that access checks count: a Kerberos
+    /// ticket's PAC's user and group SIDs.
+    groups: Vec<Sid>,
+    anonymous: bool,
+}
+
+/// The status an authentication failure gets (MS-SMB2 3.3.5.5.3; Samba's
+/// mapping of Kerberos errors: a clock skew is
+/// NT_STATUS_TIME_DIFFERENCE_AT_DC, other AP-REQ failures
+/// NT_STATUS_LOGON_FAILURE).
+fn status_of(e: AuthError) -> NtStatus {
+    match e {
+        AuthError::LogonFailure => NtStatus::LOGON_FAILURE,
+        AuthError::Malformed(_) => NtStatus::INVALID_PARAMETER,
+        AuthError::Unsupported(_) => NtStatus::NOT_SUPPORTED,
+        AuthError::NtlmBlocked => NtStatus::NTLM_BLOCKED,
+        AuthError::ClockSkew => NtStatus::TIME_DIFFERENCE_AT_DC,
+    }
+}
+
+/// Turns an authentication step into smbq's terms: a Kerberos principal
+/// becomes the smbq user `[kerberos]` maps it to (refused when none), and
+/// its PAC's SIDs join the session's groups.
+fn outcome(config: &ServerConfig, step: Result<AuthStep, AuthError>) -> Result<Outcome, NtStatus> {
+    let (token, user, domain, session_key, anonymous, kerberos) = match step.map_err(status_of)? {
+        AuthStep::Continue(tok) => return Ok(Outcome::Continue(tok)),
+        AuthStep::Done { token, user, domain, session_key, anonymous, kerberos } => (token, user, domain, session_key, anonymous, kerberos),
+    };
+    let Some(k) = kerberos else {
+        return Ok(Outcome::Done(Logon { token, user, domain, session_key, groups: Vec::new(), anonymous }));
+    };
+    let Some(user) = config.kerberos.user_of(&k.principal) else {
+        tracing::info!(principal = %k.principal, "kerberos: the principal is not an smbq user ([kerberos] realm, [kerberos.map])");
+        return Err(NtStatus::LOGON_FAILURE);
+    };
+    let groups: Vec<Sid> = Vec::new(); // PAC_WIRING
+    tracing::debug!(principal = %k.principal, service = %k.service, %user, groups = groups.len(), "kerberos logon");
+    Ok(Outcome::Done(Logon { token, user, domain, session_key, groups, anonymous: false }))
 }
 
 /// Whether a new session asks its client to encrypt (Session.EncryptData,
@@ -280,18 +336,14 @@ fn bind(ctx: &mut Ctx<'_>, req: &Req<'_>, r: &SessionSetupRequest<'_>, neg: &Neg
         session.channels.retain(|c| c.connection != me);
         Err(status)
     };
-    let (token, session_key) = match step {
-        Ok(AuthStep::Continue(tok)) => {
+    let (token, session_key) = match outcome(&server.config, step) {
+        Ok(Outcome::Continue(tok)) => {
             encode_response(ctx.out, ctx.header_start, 0, &tok);
             return Ok(NtStatus::MORE_PROCESSING_REQUIRED);
         }
-        Ok(AuthStep::Done { anonymous: false, token, user, session_key, .. }) if user.eq_ignore_ascii_case(&session.logon_user) => {
-            (token, session_key)
-        }
-        Ok(AuthStep::Done { .. }) => return failed(session, NtStatus::ACCESS_DENIED),
-        Err(AuthError::LogonFailure) => return failed(session, NtStatus::LOGON_FAILURE),
-        Err(AuthError::Malformed(_)) => return failed(session, NtStatus::INVALID_PARAMETER),
-        Err(AuthError::Unsupported(_)) => return failed(session, NtStatus::NOT_SUPPORTED),
+        Ok(Outcome::Done(l)) if !l.anonymous && l.user.eq_ignore_ascii_case(&session.logon_user) => (l.token, l.session_key),
+        Ok(Outcome::Done(_)) => return failed(session, NtStatus::ACCESS_DENIED),
+        Err(status) => return failed(session, status),
     };
     let Some(ch) = session.channel_mut(me) else {
         return Err(NtStatus::USER_SESSION_DELETED);
