@@ -63,7 +63,7 @@ mod ffi {
         pub elements: *mut gss_key_value_element_desc,
     }
 
-    #[link(name = "gssapi_krb5")]
+    // Linked by build.rs (libgssapi_krb5.so.2).
     extern "C" {
         pub fn gss_acquire_cred_from(
             minor: *mut OM_uint32,
