@@ -16,6 +16,7 @@
 
 mod client;
 mod ntlm;
+pub mod pac;
 mod server;
 mod spnego;
 pub mod state_file;
