@@ -151,14 +151,15 @@ class ServerFactory:
         self.servers: list[servers.Server] = []
 
     def __call__(self, kind: str, mode: str = "enc", config_toml: str | None = None,
-                 share_opts: str = "", smbd_share: str = "", serve_args: tuple[str, ...] = ()) -> servers.Server:
+                 share_opts: str = "", smbd_share: str = "", serve_args: tuple[str, ...] = (),
+                 env: dict[str, str | None] | None = None) -> servers.Server:
         if kind == "smbd":
             reason = servers.smbd_available()
             if reason:
                 pytest.skip(reason)
         workdir = Path(tempfile.mkdtemp(prefix=f"smbq-e2e-{kind}-{mode}-"))
         try:
-            srv = servers.start(kind, workdir, mode, config_toml, share_opts, smbd_share, serve_args)
+            srv = servers.start(kind, workdir, mode, config_toml, share_opts, smbd_share, serve_args, env)
         except RuntimeError as e:
             pytest.fail(f"could not start {kind} ({mode}): {e}", pytrace=False)
         self.servers.append(srv)
@@ -194,7 +195,7 @@ def _drop_big_files(top: Path, limit: int = 16 << 20) -> None:
 
 @pytest.fixture
 def start_server(request):
-    """A factory: ``start_server(kind, mode, config_toml, share_opts, smbd_share, serve_args)`` -> servers.Server
+    """A factory: ``start_server(kind, mode, config_toml, share_opts, smbd_share, serve_args, env)`` -> servers.Server
     (``share_opts``: smbq's ``--share`` options, e.g. ``",case_sensitive"``; ``smbd_share``: lines
     for smbd's share, e.g. servers.FILE_SEMANTICS).
 

@@ -173,3 +173,48 @@ def start_kdc(workdir: Path, realm: str = REALM) -> Kdc:
     kdc = Kdc(workdir, realm)
     kdc.start()
     return kdc
+
+
+class Realm:
+    """A KDC with the principals the Kerberos tests use: users ``alice``
+    and ``bob`` (password ``password``), and the service ``cifs/HOST``
+    whose keys are in ``keytab``."""
+
+    def __init__(self, workdir: Path):
+        self.kdc = start_kdc(workdir / "kdc")
+        self.password = "Pw" + secrets.token_hex(8)
+        for user in ("alice", "bob"):
+            self.kdc.add_principal(user, self.password)
+        self.kdc.add_principal(SERVICE)
+        self.keytab = self.kdc.keytab([SERVICE], workdir / "smbq.keytab", randkey=True)
+        self.dir = workdir
+
+    def server_config(self, extra: str = "") -> str:
+        """smbq's config: this realm's users are smbq users by name."""
+        return f'[kerberos]\nrealm = "{self.kdc.realm}"\nkeytab = "{self.keytab}"\n{extra}'
+
+    def server_env(self) -> dict[str, str]:
+        """The server's environment: this realm's krb5.conf, and a replay
+        cache of its own (MIT's default is one file per uid in /var/tmp)."""
+        rcache = self.dir / "rcache"
+        rcache.mkdir(exist_ok=True)
+        return {"KRB5_CONFIG": str(self.kdc.krb5_conf), "KRB5RCACHEDIR": str(rcache)}
+
+    def login(self, user: str = "alice") -> dict[str, str]:
+        """kinit ``user`` into a credential cache of its own; the
+        environment for a client that uses it."""
+        ccache = self.dir / f"ccache-{user}-{secrets.token_hex(4)}"
+        r = self.kdc.kinit(user, self.password, ccache)
+        if r.returncode != 0:
+            raise RuntimeError(f"kinit {user}: {r.stderr}")
+        return self.kdc.client_env(ccache)
+
+    def stop(self) -> None:
+        self.kdc.stop()
+
+
+def start_smbq(start_server, realm: Realm, mode: str = "enc", extra_config: str = "", serve_args: tuple[str, ...] = ()):
+    """An smbq server (conftest's start_server) that takes this realm's
+    Kerberos logons, beside NTLM for its own user."""
+    return start_server("smbq", mode, config_toml=realm.server_config(extra_config), serve_args=serve_args,
+                        env=realm.server_env())

@@ -433,13 +433,14 @@ def start_smbd(workdir: Path, mode: str, share_options: str = "") -> Server:
 
 
 def start(kind: str, workdir: Path, mode: str, config_toml: str | None = None, share_opts: str | None = "",
-          smbd_share: str = "", serve_args: tuple[str, ...] = ()) -> Server:
-    """`config_toml`, `share_opts` (`--share` options) and `serve_args` (more
-    `smbq serve` flags) configure smbq, `smbd_share` smbd's share."""
+          smbd_share: str = "", serve_args: tuple[str, ...] = (), env: dict[str, str | None] | None = None) -> Server:
+    """`config_toml`, `share_opts` (`--share` options), `serve_args` (more
+    `smbq serve` flags) and `env` (variables for the server) configure
+    smbq, `smbd_share` smbd's share."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode}")
     if kind == "smbq":
-        return start_smbq(workdir, mode, config_toml, share_opts=share_opts, serve_args=serve_args)
+        return start_smbq(workdir, mode, config_toml, share_opts=share_opts, serve_args=serve_args, env=env)
     if kind == "smbd":
         return start_smbd(workdir, mode, smbd_share)
     raise ValueError(f"unknown server kind {kind}")
