@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         pac.extend_from_slice(rest);
         pac
     };
-    if let Ok(info) = logon_info(&pac) {
+    if let Ok(Some(info)) = logon_info(&pac) {
         let mut seen = HashSet::new();
         for sid in &info.groups {
             assert!(sid.sub.len() <= 15, "a SID of at most 15 sub-authorities");

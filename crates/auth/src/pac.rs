@@ -73,17 +73,17 @@ fn bad(what: &'static str) -> AuthError {
     AuthError::Malformed(what)
 }
 
-/// Decodes the logon information of a PAC (module doc); a PAC without a
-/// KERB_VALIDATION_INFO buffer, or with any buffer outside the PAC, is an
-/// error.
-pub fn logon_info(pac: &[u8]) -> Result<LogonInfo, AuthError> {
-    let buf = logon_info_buffer(pac)?;
-    decode_validation_info(buf)
+/// Decodes the logon information of a PAC (module doc); a PAC with any
+/// buffer outside the PAC is an error. A PAC without a KERB_VALIDATION_INFO
+/// buffer is `None`: MIT's KDC (1.20 and later) puts in a PAC of client
+/// information and signatures only, which names no groups.
+pub fn logon_info(pac: &[u8]) -> Result<Option<LogonInfo>, AuthError> {
+    logon_info_buffer(pac)?.map(decode_validation_info).transpose()
 }
 
 /// The bytes of the first buffer of type 1 (MS-PAC 2.4: "Additional
 /// logon information buffers MUST be ignored").
-fn logon_info_buffer(pac: &[u8]) -> Result<&[u8], AuthError> {
+fn logon_info_buffer(pac: &[u8]) -> Result<Option<&[u8]>, AuthError> {
     let mut r = Reader::new(pac);
     let count = r.u32().map_err(|_| bad("PAC: truncated PACTYPE"))?;
     let version = r.u32().map_err(|_| bad("PAC: truncated PACTYPE"))?;
@@ -112,7 +112,7 @@ fn logon_info_buffer(pac: &[u8]) -> Result<&[u8], AuthError> {
             found = Some(body);
         }
     }
-    found.ok_or(bad("PAC: no logon information buffer"))
+    Ok(found)
 }
 
 /// Pads `r` to a multiple of `n` from the start of the NDR stream.
@@ -436,7 +436,7 @@ mod tests {
     fn spec_example() {
         let pac = spec_pac(&unhex(SPEC_LOGON_INFO));
         assert_eq!(pac.len(), 0x53c, "the spec's PAC is 0x540 bytes with its final padding");
-        let info = logon_info(&pac).unwrap();
+        let info = logon_info(&pac).unwrap().unwrap();
         assert_eq!(info.account, "lzhu");
         let domain = "S-1-5-21-397955417-626881126-188441444";
         assert_eq!(info.user, sid(&format!("{domain}-2914711")));
@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn samba_ad_dc() {
-        let info = logon_info(&unhex(SAMBA_PAC)).unwrap();
+        let info = logon_info(&unhex(SAMBA_PAC)).unwrap().unwrap();
         assert_eq!(info.account, "alice");
         let domain = "S-1-5-21-3237301804-4163157014-156163254";
         assert_eq!(info.user, sid(&format!("{domain}-1102")));
@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn resource_groups_extra_sids_and_their_flags() {
-        let info = logon_info(&encode(&spec())).unwrap();
+        let info = logon_info(&encode(&spec())).unwrap().unwrap();
         assert_eq!(info.account, "bob");
         assert_eq!(info.user, sid("S-1-5-21-1-2-3-1000"));
         let all = ["S-1-5-21-1-2-3-513", "S-1-5-21-1-2-3-1001", "S-1-5-21-9-9-9-500", "S-1-18-1"];
@@ -609,12 +609,12 @@ mod tests {
         assert_eq!(info.groups, want(&[&all[..], &res[..]].concat()), "each SID once, in order");
 
         // Without D and H the arrays are walked but not taken.
-        let info = logon_info(&encode(&Spec { flags: 0, ..spec() })).unwrap();
+        let info = logon_info(&encode(&Spec { flags: 0, ..spec() })).unwrap().unwrap();
         assert_eq!(info.groups, want(&all[..2]));
-        let info = logon_info(&encode(&Spec { flags: RESOURCE_GROUPS, ..spec() })).unwrap();
+        let info = logon_info(&encode(&Spec { flags: RESOURCE_GROUPS, ..spec() })).unwrap().unwrap();
         assert_eq!(info.groups, want(&[&all[..2], &res[..]].concat()));
         // No ExtraSids, no resource groups: null pointers.
-        let info = logon_info(&encode(&Spec { extra: vec![], resource: None, ..spec() })).unwrap();
+        let info = logon_info(&encode(&Spec { extra: vec![], resource: None, ..spec() })).unwrap().unwrap();
         assert_eq!(info.groups, want(&all[..2]));
     }
 
@@ -624,10 +624,10 @@ mod tests {
         let long = Sid { authority: 5, sub: vec![1; 15] };
         assert!(logon_info(&encode(&Spec { domain: long, ..spec() })).is_err());
         let samba = unhex(SAMBA_PAC);
-        // No logon information buffer: its type changed to 2.
+        // No logon information buffer (its type changed to 2): no groups.
         let mut p = samba.clone();
         p[8] = 2;
-        assert!(logon_info(&p).is_err());
+        assert_eq!(logon_info(&p).unwrap(), None);
         // Version 1; a logon information offset unaligned, or inside the
         // buffer table.
         let mut p = samba.clone();
@@ -662,6 +662,23 @@ mod tests {
         };
         assert!(with_trailing(0).is_ok());
         assert!(with_trailing(8).is_err());
+    }
+
+    #[test]
+    fn a_pac_without_logon_information_names_no_groups() {
+        // MIT's KDC: client information (type 10) and the two signatures
+        // (6, 7), no KERB_VALIDATION_INFO.
+        let mut p = Vec::new();
+        p.extend_from_slice(&3u32.to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        for (i, ty) in [10u32, 6, 7].into_iter().enumerate() {
+            p.extend_from_slice(&ty.to_le_bytes());
+            p.extend_from_slice(&8u32.to_le_bytes());
+            p.extend_from_slice(&(56 + 8 * i as u64).to_le_bytes());
+        }
+        p.extend_from_slice(&[0u8; 24]);
+        assert_eq!(logon_info(&p).unwrap(), None);
+        assert!(logon_info(&p[..p.len() - 1]).is_err());
     }
 
     /// Sets the u32 at `at` (an offset into the Samba PAC) to `v`.

@@ -210,7 +210,17 @@ fn outcome(config: &ServerConfig, step: Result<AuthStep, AuthError>) -> Result<O
         tracing::info!(principal = %k.principal, "kerberos: the principal is not an smbq user ([kerberos] realm, [kerberos.map])");
         return Err(NtStatus::LOGON_FAILURE);
     };
-    let groups: Vec<Sid> = Vec::new(); // PAC_WIRING
+    let groups = match &k.pac {
+        None => Vec::new(),
+        Some(pac) => match smbq_auth::pac::logon_info(pac) {
+            Ok(Some(info)) => std::iter::once(info.user).chain(info.groups).collect(),
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                tracing::info!(principal = %k.principal, "kerberos: the ticket's PAC does not decode: {e}");
+                return Err(NtStatus::LOGON_FAILURE);
+            }
+        },
+    };
     tracing::debug!(principal = %k.principal, service = %k.service, %user, groups = groups.len(), "kerberos logon");
     Ok(Outcome::Done(Logon { token, user, domain, session_key, groups, anonymous: false }))
 }
