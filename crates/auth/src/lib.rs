@@ -15,6 +15,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod client;
+pub mod kkdcp;
 mod ntlm;
 pub mod pac;
 mod server;

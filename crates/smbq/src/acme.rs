@@ -426,7 +426,10 @@ pub async fn obtain(cfg: &AcmeConfig, paths: &Paths) -> anyhow::Result<(Identity
     };
 
     // Answer the challenges while they are pending: the responder stops when dropped.
-    let answers = Answers::default();
+    let mut answers = Answers::default();
+    if let Challenge::TlsAlpn { port } = cfg.challenge {
+        answers.tls = shared_tls_port(port).unwrap_or_default();
+    }
     let kind = match cfg.challenge {
         Challenge::TlsAlpn { .. } => ChallengeType::TlsAlpn01,
         Challenge::Http { .. } => ChallengeType::Http01,
@@ -513,11 +516,31 @@ async fn challenge_errors(order: &mut instant_acme::Order) -> String {
     }
 }
 
+/// TLS-ALPN-01 answers: domain -> the self-signed certificate for it.
+pub type TlsAnswers = Arc<Mutex<HashMap<String, Arc<rustls::sign::CertifiedKey>>>>;
+
+/// TCP ports on which another TLS listener answers TLS-ALPN-01 (the KDC
+/// proxy, sharing its port by ALPN), with the answers in its map.
+static SHARED_TLS_PORTS: Mutex<Vec<(u16, TlsAnswers)>> = Mutex::new(Vec::new());
+
+/// Another listener serves TCP `port` and answers TLS-ALPN-01 from the
+/// returned map (see [`alpn_config`]) from now on: orders put their
+/// answers there instead of binding the port.
+pub fn share_tls_alpn_port(port: u16) -> TlsAnswers {
+    let answers = TlsAnswers::default();
+    SHARED_TLS_PORTS.lock().unwrap_or_else(|p| p.into_inner()).push((port, Arc::clone(&answers)));
+    answers
+}
+
+pub(crate) fn shared_tls_port(port: u16) -> Option<TlsAnswers> {
+    let ports = SHARED_TLS_PORTS.lock().unwrap_or_else(|p| p.into_inner());
+    ports.iter().find(|(p, _)| *p == port).map(|(_, a)| Arc::clone(a))
+}
+
 /// What the challenge responder answers with.
 #[derive(Clone, Default)]
 struct Answers {
-    /// TLS-ALPN-01: domain -> the self-signed certificate for it.
-    tls: Arc<Mutex<HashMap<String, Arc<rustls::sign::CertifiedKey>>>>,
+    tls: TlsAnswers,
     /// HTTP-01: token -> key authorization.
     http: Arc<Mutex<HashMap<String, String>>>,
 }
@@ -553,14 +576,25 @@ pub fn alpn_certificate(domain: &str, digest: &[u8]) -> anyhow::Result<rustls::s
     Ok(rustls::sign::CertifiedKey::new(vec![cert.der().clone()], signing))
 }
 
-/// Serves the answers on the challenge port until dropped.
+/// Serves the answers on the challenge port until dropped: its own
+/// listener, or (TLS-ALPN-01 on a shared port) the answers it leaves in
+/// the sharing listener's map, removed when dropped.
 struct Responder {
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    shared: Option<(TlsAnswers, Vec<String>)>,
 }
 
 impl Drop for Responder {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+        if let Some((map, domains)) = &self.shared {
+            let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+            for d in domains {
+                map.remove(d);
+            }
+        }
     }
 }
 
@@ -577,9 +611,14 @@ async fn bind(port: u16) -> anyhow::Result<tokio::net::TcpListener> {
 impl Responder {
     async fn start(challenge: &Challenge, answers: Answers) -> anyhow::Result<Responder> {
         let task = match *challenge {
+            Challenge::TlsAlpn { port } if shared_tls_port(port).is_some_and(|m| Arc::ptr_eq(&m, &answers.tls)) => {
+                info!("ACME: answering TLS-ALPN-01 on the KDC proxy's port tcp {port}");
+                let domains = answers.tls.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+                return Ok(Responder { task: None, shared: Some((answers.tls, domains)) });
+            }
             Challenge::TlsAlpn { port } => {
                 let listener = bind(port).await?;
-                let config = alpn_config(answers)?;
+                let config = alpn_config(answers.tls)?;
                 tokio::spawn(serve_tls(listener, config))
             }
             Challenge::Http { port } => {
@@ -587,12 +626,12 @@ impl Responder {
                 tokio::spawn(serve_http(listener, answers))
             }
         };
-        Ok(Responder { task })
+        Ok(Responder { task: Some(task), shared: None })
     }
 }
 
 #[derive(Debug)]
-struct AlpnResolver(Arc<Mutex<HashMap<String, Arc<rustls::sign::CertifiedKey>>>>);
+struct AlpnResolver(TlsAnswers);
 
 impl rustls::server::ResolvesServerCert for AlpnResolver {
     fn resolve(&self, hello: rustls::server::ClientHello<'_>) -> Option<Arc<rustls::sign::CertifiedKey>> {
@@ -608,12 +647,13 @@ impl rustls::server::ResolvesServerCert for AlpnResolver {
     }
 }
 
-fn alpn_config(answers: Answers) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+/// The TLS config that answers TLS-ALPN-01 (RFC 8737) from `answers`.
+pub fn alpn_config(answers: TlsAnswers) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let provider = Arc::new(smbq_crypto::tls_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(AlpnResolver(answers.tls)));
+        .with_cert_resolver(Arc::new(AlpnResolver(answers)));
     config.alpn_protocols = vec![ACME_TLS_ALPN.to_vec()];
     Ok(Arc::new(config))
 }

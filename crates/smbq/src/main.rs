@@ -8,6 +8,7 @@ mod acme;
 mod cert;
 mod client;
 mod config;
+mod kdcproxy;
 mod logging;
 mod metrics;
 mod notify;
