@@ -63,9 +63,12 @@ def client_conf(realm: str, kdc: str, extra_realm: str = "", libdefaults: str = 
 
 
 class Kdc:
-    def __init__(self, workdir: Path, realm: str = REALM):
+    def __init__(self, workdir: Path, realm: str = REALM, prefix: tuple[str, ...] = ()):
+        """``prefix``: a command that runs krb5kdc, e.g. ``("faketime", "-f",
+        "-11h")`` for a KDC whose tickets ended in the past."""
         self.dir = workdir
         self.realm = realm
+        self.prefix = prefix
         self.port = free_port()
         self.krb5_conf = workdir / "krb5.conf"
         self.kdc_conf = workdir / "kdc.conf"
@@ -120,7 +123,7 @@ class Kdc:
 
     def start(self) -> None:
         self._setup()
-        self.proc = subprocess.Popen(["/usr/sbin/krb5kdc", "-n", "-r", self.realm], env=self.env,
+        self.proc = subprocess.Popen([*self.prefix, "/usr/sbin/krb5kdc", "-n", "-r", self.realm], env=self.env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      start_new_session=True)
         deadline = time.monotonic() + READY_TIMEOUT
@@ -168,9 +171,9 @@ class Kdc:
             self.proc.stderr.close()
 
 
-def start_kdc(workdir: Path, realm: str = REALM) -> Kdc:
+def start_kdc(workdir: Path, realm: str = REALM, prefix: tuple[str, ...] = ()) -> Kdc:
     workdir.mkdir(parents=True, exist_ok=True)
-    kdc = Kdc(workdir, realm)
+    kdc = Kdc(workdir, realm, prefix)
     kdc.start()
     return kdc
 
@@ -178,10 +181,10 @@ def start_kdc(workdir: Path, realm: str = REALM) -> Kdc:
 class Realm:
     """A KDC with the principals the Kerberos tests use: users ``alice``
     and ``bob`` (password ``password``), and the service ``cifs/HOST``
-    whose keys are in ``keytab``."""
+    whose keys are in ``keytab``. ``kdc_prefix``: as Kdc's ``prefix``."""
 
-    def __init__(self, workdir: Path):
-        self.kdc = start_kdc(workdir / "kdc")
+    def __init__(self, workdir: Path, kdc_prefix: tuple[str, ...] = ()):
+        self.kdc = start_kdc(workdir / "kdc", prefix=kdc_prefix)
         self.password = "Pw" + secrets.token_hex(8)
         for user in ("alice", "bob"):
             self.kdc.add_principal(user, self.password)
