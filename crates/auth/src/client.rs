@@ -1,8 +1,10 @@
-//! The client side of SPNEGO/NTLMSSP with NTLMv2 (MS-NLMP 3.1.5, RFC 4178).
+//! The client side of SPNEGO with NTLMSSP/NTLMv2 (MS-NLMP 3.1.5, RFC 4178)
+//! or Kerberos (MS-KILE 3.2, RFC 4121, through `smbq_gssapi`).
 
 use crate::ntlm::{self, Challenge};
-use crate::spnego::{self, NegState, Token, NTLMSSP_OID};
+use crate::spnego::{self, NegState, Token, KRB5_OID, MS_KRB5_OID, NTLMSSP_OID};
 use crate::AuthError;
+use smbq_gssapi::{Initiator, Step};
 
 /// Flags the client asks for in NEGOTIATE_MESSAGE (MS-NLMP 2.2.2.5).
 const CLIENT_FLAGS: u32 = ntlm::NEGOTIATE_UNICODE
@@ -21,12 +23,17 @@ enum State {
     Start,
     SentNegotiate { negotiate: Vec<u8> },
     /// SPNEGO only: waiting for the server's accept-completed.
-    SentAuthenticate { flags: u32, sent_mic: bool },
+    SentAuthenticate { flags: u32, sent_mic: bool, key: [u8; 16] },
+    /// Kerberos: a token went out (the AP-REQ first), waiting for the
+    /// server's NegTokenResp; `sent_mic`: ours went with it.
+    Kerberos { sent_mic: bool },
     Finished,
 }
 
 /// Client side of one authentication: produces NTLMSSP tokens (wrapped in
-/// SPNEGO unless built with [`ClientAuth::new_raw`]) for user/domain/password.
+/// SPNEGO unless built with [`ClientAuth::new_raw`]) for user/domain/password,
+/// or, built with [`ClientAuth::kerberos`], a Kerberos AP-REQ in SPNEGO
+/// from the user's credential cache.
 /// An empty user name authenticates anonymously (MS-NLMP 3.2.5.1.2).
 pub struct ClientAuth {
     user: String,
@@ -35,15 +42,30 @@ pub struct ClientAuth {
     now_filetime: u64,
     spnego: bool,
     state: State,
-    session_key: Option<[u8; 16]>,
+    /// NTLM's exported session key (16 bytes) or the Kerberos session key
+    /// (MS-KILE 3.1.1.2; 32 bytes for AES-256 enctypes).
+    session_key: Option<Vec<u8>>,
+    /// Kerberos: MIT's context, and the AP-REQ made when it was built.
+    kerberos: Option<Kerberos>,
     /// The client challenge and exported session key to use instead of
     /// random ones (a test that repeats a conversation byte for byte).
     fixed: Option<([u8; 8], [u8; 16])>,
 }
 
+struct Kerberos {
+    initiator: Initiator,
+    ap_req: Option<Vec<u8>>,
+}
+
 /// The SPNEGO MechTypeList we send: NTLMSSP only.
 fn our_mech_types() -> Vec<u8> {
     spnego::mech_type_list(&[NTLMSSP_OID])
+}
+
+/// The MechTypeList of a Kerberos logon: MS-KRB5 then KRB5, as Windows
+/// and Samba send them (MS-KILE 3.2.5.1, MS-SPNG 3.3.5.1).
+fn kerberos_mech_types() -> Vec<u8> {
+    spnego::mech_type_list(&[MS_KRB5_OID, KRB5_OID])
 }
 
 impl ClientAuth {
@@ -56,8 +78,39 @@ impl ClientAuth {
             spnego: true,
             state: State::Start,
             session_key: None,
+            kerberos: None,
             fixed: None,
         }
+    }
+
+    /// Kerberos for the service `cifs/host` (MS-KILE 3.2.1: the SMB
+    /// server's host name, not its address), with the credentials of the
+    /// default credential cache (`KRB5CCNAME`). The AP-REQ is made here,
+    /// asking the KDC for the service ticket unless the cache holds one: a
+    /// missing or expired TGT, an unknown service or an unreachable KDC is
+    /// an error now, in MIT's words (prefixed "no Kerberos credentials: run
+    /// kinit" when the cache has no usable TGT), not at the server.
+    pub fn kerberos(host: &str) -> Result<ClientAuth, smbq_gssapi::Error> {
+        let mut initiator = Initiator::new(&format!("cifs@{host}"))?;
+        let ap_req = match initiator.step(None) {
+            Ok(Step::Continue(t)) => t,
+            // RFC 2743 2.2.1: mutual authentication waits for the AP-REP.
+            Ok(Step::Done(_)) => {
+                return Err(smbq_gssapi::Error { major: 0, minor: 0, message: "Kerberos finished without the server's AP-REP".into() })
+            }
+            Err(e) => {
+                // RFC 2744 3.9.1: GSS_S_NO_CRED (7), GSS_S_CREDENTIALS_EXPIRED (11).
+                let routine = (e.major >> 16) & 0xff;
+                if routine == 7 || routine == 11 {
+                    return Err(smbq_gssapi::Error { message: format!("no Kerberos credentials: run kinit ({})", e.message), ..e });
+                }
+                return Err(smbq_gssapi::Error { message: format!("Kerberos ticket for cifs/{host}: {}", e.message), ..e });
+            }
+        };
+        Ok(ClientAuth {
+            kerberos: Some(Kerberos { initiator, ap_req: Some(ap_req) }),
+            ..ClientAuth::new("", "", "", 0)
+        })
     }
 
     /// Use `client_challenge` and `session_key` where a random client
@@ -78,6 +131,12 @@ impl ClientAuth {
     /// and a later empty server token is accepted.
     pub fn step(&mut self, input: Option<&[u8]>) -> Result<Option<Vec<u8>>, AuthError> {
         match (std::mem::replace(&mut self.state, State::Finished), input) {
+            (State::Start, None) if self.kerberos.is_some() => {
+                let ap_req = self.kerberos.as_mut().and_then(|k| k.ap_req.take()).ok_or(AuthError::Malformed("token out of sequence"))?;
+                self.state = State::Kerberos { sent_mic: false };
+                Ok(Some(spnego::encode_init(&kerberos_mech_types(), Some(&ap_req))))
+            }
+            (State::Kerberos { sent_mic }, Some(input)) => self.on_kerberos_reply(input, sent_mic),
             (State::Start, None) => {
                 let negotiate = ntlm::encode_negotiate(CLIENT_FLAGS);
                 let out = if self.spnego { spnego::encode_init(&our_mech_types(), Some(&negotiate)) } else { negotiate.clone() };
@@ -85,7 +144,7 @@ impl ClientAuth {
                 Ok(Some(out))
             }
             (State::SentNegotiate { negotiate }, Some(input)) => self.on_challenge(&negotiate, input).map(Some),
-            (State::SentAuthenticate { flags, sent_mic }, Some(input)) => {
+            (State::SentAuthenticate { flags, sent_mic, key }, Some(input)) => {
                 let Token::Resp(r) = spnego::decode(input)? else {
                     return Err(AuthError::Malformed("expected NegTokenResp"));
                 };
@@ -94,7 +153,6 @@ impl ClientAuth {
                     Some(NegState::Reject) => return Err(AuthError::LogonFailure),
                     _ => return Err(AuthError::Malformed("expected accept-completed")),
                 }
-                let key = self.session_key.unwrap_or_default();
                 match r.mech_list_mic {
                     Some(mic) => {
                         let expected = ntlm::first_mic(flags, &key, false, &our_mech_types())?;
@@ -112,10 +170,69 @@ impl ClientAuth {
         }
     }
 
-    /// The exported session key (MS-NLMP 3.1.5.1.2), available once the
-    /// AUTHENTICATE message has been produced.
-    pub fn session_key(&self) -> Option<[u8; 16]> {
-        self.session_key
+    /// The session key, whole: NTLM's exported session key (MS-NLMP
+    /// 3.1.5.1.2, 16 bytes), available once the AUTHENTICATE message has
+    /// been produced; or Kerberos's (MS-KILE 3.1.1.2: the acceptor's subkey,
+    /// else ours, else the ticket's; 32 bytes for AES-256 enctypes) once
+    /// the server's AP-REP is checked. SMB signs with its first 16 bytes
+    /// and derives AES-256 keys from all of it (MS-SMB2 3.2.5.3.1).
+    pub fn session_key(&self) -> Option<Vec<u8>> {
+        self.session_key.clone()
+    }
+
+    /// The server's NegTokenResp to our AP-REQ (or to a later token of
+    /// ours): the AP-REP goes to MIT, which checks it (mutual
+    /// authentication); a mechListMIC is checked with the context's key
+    /// (RFC 4178 5); a server that asks for ours (request-mic) gets it.
+    fn on_kerberos_reply(&mut self, input: &[u8], sent_mic: bool) -> Result<Option<Vec<u8>>, AuthError> {
+        let Token::Resp(r) = spnego::decode(input)? else {
+            return Err(AuthError::Malformed("expected NegTokenResp"));
+        };
+        if r.neg_state == Some(NegState::Reject) {
+            return Err(AuthError::LogonFailure);
+        }
+        if r.supported_mech.is_some_and(|m| m != MS_KRB5_OID && m != KRB5_OID) {
+            return Err(AuthError::Unsupported("server chose another mechanism than Kerberos"));
+        }
+        let k = self.kerberos.as_mut().ok_or(AuthError::Malformed("token out of sequence"))?;
+        let refused = |what: &str, e: smbq_gssapi::Error| {
+            tracing::info!("kerberos: {what}: {e}");
+            AuthError::LogonFailure
+        };
+        if self.session_key.is_none() {
+            let Some(token) = r.response_token else {
+                // Established only with the server's AP-REP (we asked for mutual authentication).
+                return Err(AuthError::Malformed("NegTokenResp without responseToken"));
+            };
+            match k.initiator.step(Some(token)).map_err(|e| refused("the server's AP-REP", e))? {
+                Step::Continue(t) => {
+                    if r.neg_state == Some(NegState::AcceptCompleted) {
+                        return Err(AuthError::Malformed("accept-completed before Kerberos completed"));
+                    }
+                    self.state = State::Kerberos { sent_mic };
+                    return Ok(Some(spnego::encode_resp(None, None, Some(&t), None)));
+                }
+                Step::Done(_) => {}
+            }
+            self.session_key = Some(k.initiator.session_key().map_err(|e| refused("no session key", e))?);
+        } else if r.response_token.is_some_and(|t| !t.is_empty()) {
+            return Err(AuthError::Malformed("a token after Kerberos completed"));
+        }
+        match r.mech_list_mic {
+            Some(mic) => k.initiator.verify_mic(&kerberos_mech_types(), mic).map_err(|e| refused("the server's mechListMIC", e))?,
+            None if sent_mic => return Err(AuthError::LogonFailure),
+            None => {}
+        }
+        match r.neg_state {
+            Some(NegState::AcceptCompleted) => Ok(None),
+            // The server wants our mechListMIC (RFC 4178 5, MS-SPNG 3.2.5.1).
+            Some(NegState::AcceptIncomplete | NegState::RequestMic) if !sent_mic => {
+                let mic = k.initiator.get_mic(&kerberos_mech_types()).map_err(|e| refused("our mechListMIC", e))?;
+                self.state = State::Kerberos { sent_mic: true };
+                Ok(Some(spnego::encode_resp(None, None, None, Some(&mic))))
+            }
+            _ => Err(AuthError::Malformed("expected accept-completed")),
+        }
     }
 
     fn on_challenge(&mut self, negotiate: &[u8], input: &[u8]) -> Result<Vec<u8>, AuthError> {
@@ -141,7 +258,7 @@ impl ClientAuth {
         }
         let (client_challenge, random_key) = self.fixed.unwrap_or_else(|| (rand::random(), rand::random()));
         let (auth, key) = self.build_authenticate(negotiate, challenge_msg, &ch, flags, client_challenge, random_key)?;
-        self.session_key = Some(key);
+        self.session_key = Some(key.to_vec());
         if !self.spnego {
             return Ok(auth);
         }
@@ -151,7 +268,7 @@ impl ClientAuth {
         } else {
             None
         };
-        self.state = State::SentAuthenticate { flags, sent_mic: mic.is_some() };
+        self.state = State::SentAuthenticate { flags, sent_mic: mic.is_some(), key };
         Ok(spnego::encode_resp(None, None, Some(&auth), mic.as_ref().map(|m| m.as_slice())))
     }
 
@@ -267,5 +384,17 @@ mod tests {
         let mut c = ClientAuth::new_raw("u", "d", "p", 0);
         c.step(None).unwrap();
         assert!(c.step(Some(b"NTLMSSP\0\x02\0\0\0")).is_err());
+    }
+
+    /// No credential cache: an error in MIT's words that says to run
+    /// kinit, before anything reaches a server. (Logons with a real KDC:
+    /// tests/e2e/test_kerberos_client.py.)
+    #[test]
+    fn kerberos_without_credentials_fails_cleanly() {
+        let dir = std::env::temp_dir().join(format!("smbq-auth-krb-{}", std::process::id()));
+        std::env::set_var("KRB5CCNAME", format!("FILE:{}", dir.join("no-ccache").display()));
+        std::env::set_var("KRB5_CONFIG", dir.join("no-krb5.conf"));
+        let Err(e) = ClientAuth::kerberos("smbq.example") else { panic!("a Kerberos logon without a ticket") };
+        assert!(e.message.starts_with("no Kerberos credentials: run kinit ("), "{e}");
     }
 }

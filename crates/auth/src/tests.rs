@@ -66,7 +66,7 @@ fn spnego_exchange_succeeds_with_mech_list_mic() {
         assert_eq!(sent.len(), 2, "NegTokenInit, then NegTokenResp with AUTHENTICATE");
         let (token, user, dom, key, anonymous) = done(r);
         assert_eq!((user.as_str(), dom.as_str(), anonymous), ("alice", domain, false));
-        assert_eq!(Some(key), client.session_key());
+        assert_eq!(Some(key.to_vec()), client.session_key());
         let Token::Resp(resp) = spnego::decode(&token).unwrap() else { panic!() };
         assert_eq!(resp.neg_state, Some(NegState::AcceptCompleted));
         assert!(resp.mech_list_mic.is_some());
@@ -87,7 +87,7 @@ fn raw_ntlmssp_exchange_succeeds() {
     let (token, user, _, key, anonymous) = done(r);
     assert!(token.is_empty());
     assert_eq!((user.as_str(), anonymous), ("ALICE", false));
-    assert_eq!(Some(key), client.session_key());
+    assert_eq!(Some(key.to_vec()), client.session_key());
     assert_eq!(client.step(Some(&[])), Ok(None));
 }
 
@@ -207,7 +207,7 @@ fn spnego_without_ntlm_first_token(
     let chal = r.response_token.unwrap();
     let flags = ntlm::decode_challenge(chal).unwrap().flags;
     let auth = client.step(Some(chal)).unwrap().unwrap();
-    let key = client.session_key().unwrap();
+    let key: [u8; 16] = client.session_key().unwrap().try_into().unwrap();
     let list = spnego::mech_type_list(mechs);
     let mut mic = ntlm::first_mic(flags, &key, true, &list).unwrap();
     if corrupt_mic {
