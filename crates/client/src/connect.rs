@@ -1,8 +1,8 @@
 //! Reaching a server as a user would: by name and port, over QUIC, TCP or
 //! whichever answers first (QUIC on 443 tried briefly, then TCP on 445),
 //! with the server's certificate checked against the system's roots, a CA
-//! file, or a pinned SHA-256 fingerprint; then NEGOTIATE and an NTLMv2
-//! logon through SPNEGO (MS-SMB2 3.2.4.2, 3.2.5.2, 3.2.5.3).
+//! file, or a pinned SHA-256 fingerprint; then NEGOTIATE and an NTLMv2 or
+//! Kerberos logon through SPNEGO (MS-SMB2 3.2.4.2, 3.2.5.2, 3.2.5.3).
 
 use crate::{Client, ClientError, QuicTarget};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -61,6 +61,11 @@ pub struct ConnectOptions {
     pub user: String,
     pub password: String,
     pub domain: String,
+    /// Log on with Kerberos from the credential cache (`KRB5CCNAME`) for
+    /// the service `cifs/NAME` instead of with `user` and `password`.
+    pub kerberos: Option<String>,
+    /// The ciphers offered for SMB encryption, preferred first.
+    pub ciphers: Vec<smbq_crypto::Cipher>,
     /// How long `auto` waits for QUIC before it tries TCP.
     pub quic_timeout: Duration,
     /// How long a connection and logon may take.
@@ -95,6 +100,8 @@ impl Default for ConnectOptions {
             user: String::new(),
             password: String::new(),
             domain: String::new(),
+            kerberos: None,
+            ciphers: crate::core::DEFAULT_CIPHERS.to_vec(),
             quic_timeout: Duration::from_secs(2),
             timeout: Duration::from_secs(20),
             encrypt: false,
@@ -123,7 +130,7 @@ pub async fn connect(host: &str, port: Option<u16>, o: &ConnectOptions, client_g
     match o.transport {
         Transport::Auto => match connect_on(host, port, Transport::Quic, o, o.quic_timeout, client_guid).await {
             Ok(s) => Ok(s),
-            Err(e @ (ClientError::Certificate(_) | ClientError::Status(..))) => Err(e),
+            Err(e @ (ClientError::Certificate(_) | ClientError::Status(..) | ClientError::Credentials(_))) => Err(e),
             Err(quic) => connect_on(host, port, Transport::Tcp, o, o.timeout, client_guid).await.map_err(|tcp| ClientError::Unreachable(format!("QUIC: {quic}; TCP: {tcp}"))),
         },
         t => connect_on(host, port, t, o, o.timeout, client_guid).await,
@@ -155,9 +162,13 @@ async fn connect_on(host: &str, port: Option<u16>, t: Transport, o: &ConnectOpti
     // Offered over TCP too: servers ignore it there (smbq answers it on
     // QUIC only, others not at all).
     client.core.offer_streams = o.quic_streams;
+    client.core.offer_ciphers = o.ciphers.clone();
     let logon = async {
         client.negotiate(t == Transport::Quic).await?;
-        client.login_as(&o.user, &o.domain, &o.password).await?;
+        match &o.kerberos {
+            Some(name) => client.login_kerberos(name).await?,
+            None => client.login_as(&o.user, &o.domain, &o.password).await?,
+        }
         if o.encrypt && !client.core.transport_security {
             client.core.encrypt = true;
         }

@@ -16,6 +16,9 @@ pub struct Core {
     preauth: PreauthHash,
     pub dialect: Dialect,
     pub cipher: Option<Cipher>,
+    /// The ciphers offered in NEGOTIATE (3.1.1), in our order of preference
+    /// ([`DEFAULT_CIPHERS`] unless the user chose).
+    pub offer_ciphers: Vec<Cipher>,
     signing: SigningAlgorithm,
     signer: Option<Signer>,
     /// (seal with the client-to-server key, open with the server-to-client key)
@@ -58,6 +61,9 @@ pub const MAX_CREDITS: u32 = 8192;
 /// The largest READ or WRITE this client sends (the 1-8 MiB requests).
 pub const MAX_IO: u32 = 8 << 20;
 
+/// The ciphers offered by default: AES-128-GCM, AES-128-CCM.
+pub const DEFAULT_CIPHERS: [Cipher; 2] = [Cipher::Aes128Gcm, Cipher::Aes128Ccm];
+
 /// The dialects this client offers (MS-SMB2 2.2.3).
 const DIALECTS: [Dialect; 3] = [Dialect::SMB300, Dialect::SMB302, Dialect::SMB311];
 
@@ -73,6 +79,7 @@ impl Core {
             preauth: PreauthHash::new(),
             dialect: Dialect::SMB311,
             cipher: None,
+            offer_ciphers: DEFAULT_CIPHERS.to_vec(),
             signing: SigningAlgorithm::AesCmac,
             signer: None,
             seal: None,
@@ -282,9 +289,15 @@ impl Core {
         pre.u16(32);
         pre.u16(1);
         pre.bytes(&rand::random::<[u8; 32]>());
+        // MS-SMB2 2.2.3.1.2: CipherCount, then the ids.
+        let mut ciphers = Vec::new();
+        ciphers.u16(self.offer_ciphers.len() as u16);
+        for c in &self.offer_ciphers {
+            ciphers.u16(c.id());
+        }
         let mut ctxs = vec![
             (ctx::PREAUTH_INTEGRITY, pre),
-            (ctx::ENCRYPTION, vec![2, 0, 2, 0, 1, 0]), // AES-128-GCM, AES-128-CCM
+            (ctx::ENCRYPTION, ciphers),
             (ctx::SIGNING, vec![2, 0, 2, 0, 1, 0]),    // AES-GMAC, AES-CMAC
         ];
         if transport_caps {

@@ -46,6 +46,10 @@ pub enum ClientError {
     /// The server lacks what was asked for (the SMB3 POSIX extensions, say).
     #[error("{0}")]
     Unsupported(String),
+    /// No usable credentials to log on with (Kerberos: no ticket, or none
+    /// to be had for the server), before anything is sent.
+    #[error("{0}")]
+    Credentials(String),
 }
 
 impl ClientError {
@@ -404,7 +408,25 @@ impl Client {
 
     /// NTLMv2 through SPNEGO as `domain\user` (MS-SMB2 3.2.4.2.3, 3.2.5.3).
     pub async fn login_as(&mut self, user: &str, domain: &str, password: &str) -> Result<(), ClientError> {
-        let mut auth = ClientAuth::new(user, domain, password, share::filetime(std::time::SystemTime::now()));
+        self.authenticate(ClientAuth::new(user, domain, password, share::filetime(std::time::SystemTime::now()))).await
+    }
+
+    /// Kerberos through SPNEGO with the default credential cache
+    /// (`KRB5CCNAME`), for the service `cifs/host` (MS-KILE 3.2.1: `host`
+    /// is the server's name, not its address). MIT may ask the KDC for the
+    /// service ticket: that runs on a blocking thread.
+    pub async fn login_kerberos(&mut self, host: &str) -> Result<(), ClientError> {
+        let host = host.to_string();
+        let auth = tokio::task::spawn_blocking(move || ClientAuth::kerberos(&host))
+            .await
+            .map_err(|e| ClientError::Protocol(format!("Kerberos: {e}")))?
+            .map_err(|e| ClientError::Credentials(e.to_string()))?;
+        self.authenticate(auth).await
+    }
+
+    /// SESSION_SETUP until the server accepts `auth`'s tokens, then the
+    /// session's keys from its session key.
+    pub async fn authenticate(&mut self, mut auth: ClientAuth) -> Result<(), ClientError> {
         let mut token = auth.step(None).map_err(|e| ClientError::Protocol(e.to_string()))?.unwrap_or_default();
         loop {
             let mut b = vec![0u8; HEADER_LEN];

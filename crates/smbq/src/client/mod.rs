@@ -11,6 +11,7 @@ use smbq_client::connect::{ConnectOptions, Transport, Trust};
 use smbq_client::share::Share;
 use smbq_client::url::SmbUrl;
 use smbq_client::ClientError;
+use smbq_crypto::Cipher;
 use smbq_wire::NtStatus;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,6 +22,30 @@ pub enum TransportArg {
     Tcp,
     /// QUIC first (a short wait), then TCP.
     Auto,
+}
+
+/// An SMB encryption cipher (MS-SMB2 2.2.3.1.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CipherArg {
+    #[value(name = "aes-128-gcm")]
+    Aes128Gcm,
+    #[value(name = "aes-128-ccm")]
+    Aes128Ccm,
+    #[value(name = "aes-256-gcm")]
+    Aes256Gcm,
+    #[value(name = "aes-256-ccm")]
+    Aes256Ccm,
+}
+
+impl CipherArg {
+    fn cipher(self) -> Cipher {
+        match self {
+            CipherArg::Aes128Gcm => Cipher::Aes128Gcm,
+            CipherArg::Aes128Ccm => Cipher::Aes128Ccm,
+            CipherArg::Aes256Gcm => Cipher::Aes256Gcm,
+            CipherArg::Aes256Ccm => Cipher::Aes256Ccm,
+        }
+    }
 }
 
 /// How to reach the server and log on (every client command takes these).
@@ -41,6 +66,15 @@ pub struct ConnectArgs {
     /// A file with `username = NAME`, `password = SECRET` and optionally `domain = D` lines (mode 0600).
     #[arg(long, short = 'A', value_name = "FILE")]
     pub credentials: Option<PathBuf>,
+    /// Log on with Kerberos from the credential cache (KRB5CCNAME, else MIT's default; kinit first): no password is asked for, the user is the ticket's principal, and the server's service principal is cifs/HOST with the URL's host.
+    #[arg(long, conflicts_with = "credentials")]
+    pub kerberos: bool,
+    /// With --kerberos: the server's name for Kerberos (service principal cifs/NAME) when the URL gives an address or another name.
+    #[arg(long, value_name = "NAME", requires = "kerberos")]
+    pub kerberos_host: Option<String>,
+    /// SMB encryption ciphers to offer (SMB 3.1.1), comma-separated, preferred first; the server picks one. AES-256 keys come from the whole session key (32 bytes from a Kerberos logon).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST", default_value = "aes-128-gcm,aes-128-ccm")]
+    pub cipher: Vec<CipherArg>,
     /// Seal every message with SMB encryption even where the share does not require it (TCP; QUIC is already encrypted).
     #[arg(long)]
     pub encrypt: bool,
@@ -83,6 +117,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         ClientError::Certificate(_) => exit::CERTIFICATE,
         ClientError::Unreachable(_) | ClientError::Quic(_) | ClientError::Io(_) => exit::UNREACHABLE,
         ClientError::Status(cmd, _) if *cmd == smbq_wire::Command::SESSION_SETUP => exit::LOGON,
+        ClientError::Credentials(_) => exit::LOGON,
         ClientError::Status(_, st) => match *st {
             NtStatus::OBJECT_NAME_NOT_FOUND | NtStatus::OBJECT_PATH_NOT_FOUND | NtStatus::NO_SUCH_FILE | NtStatus::BAD_NETWORK_NAME => exit::NOT_FOUND,
             NtStatus::ACCESS_DENIED => exit::ACCESS_DENIED,
@@ -96,7 +131,8 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
 impl ConnectArgs {
     /// The options for `url`: trust, transport and credentials (URL user,
     /// then `SMBQ_USER`, then the credentials file; password from
-    /// `SMBQ_PASSWORD`, the credentials file, or a prompt on the terminal).
+    /// `SMBQ_PASSWORD`, the credentials file, or a prompt on the terminal;
+    /// with `--kerberos` none of these: the credential cache).
     pub fn options(&self, url: &SmbUrl) -> anyhow::Result<ConnectOptions> {
         let trust = match (&self.fingerprint, &self.ca_file, self.insecure) {
             (Some(fp), None, false) => Trust::Fingerprint(smbq_crypto::tls::parse_fingerprint(fp).ok_or_else(|| ClientError::Usage(format!("--fingerprint {fp:?} is not a SHA-256 in hex")))?),
@@ -108,6 +144,48 @@ impl ConnectArgs {
             (None, None, false) => Trust::System,
             _ => return Err(ClientError::Usage("give at most one of --fingerprint, --ca-file and --insecure".into()).into()),
         };
+        let ((user, password, domain), kerberos) = if self.kerberos {
+            let name = self.kerberos_host.clone().unwrap_or_else(|| url.host.clone());
+            if name.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok() {
+                return Err(ClientError::Usage(format!("--kerberos needs the server's name, not the address {name}: give --kerberos-host NAME")).into());
+            }
+            (Default::default(), Some(name))
+        } else {
+            (self.password_logon(url)?, None)
+        };
+        let mut ciphers: Vec<Cipher> = Vec::new();
+        for c in self.cipher.iter().map(|c| c.cipher()) {
+            if !ciphers.contains(&c) {
+                ciphers.push(c);
+            }
+        }
+        if ciphers.is_empty() {
+            return Err(ClientError::Usage("--cipher needs at least one cipher".into()).into());
+        }
+        Ok(ConnectOptions {
+            transport: match self.transport {
+                TransportArg::Quic => Transport::Quic,
+                TransportArg::Tcp => Transport::Tcp,
+                TransportArg::Auto => Transport::Auto,
+            },
+            trust,
+            user,
+            password,
+            domain,
+            kerberos,
+            ciphers,
+            timeout: Duration::from_secs(self.timeout.max(1)),
+            response_timeout: Duration::from_secs(self.response_timeout.max(1)),
+            encrypt: self.encrypt,
+            posix: self.posix,
+            quic_streams: self.quic_streams,
+            qlog_dir: self.qlog_dir.clone().or_else(smbq_quictrace::qlog::dir_from_env),
+            ..ConnectOptions::default()
+        })
+    }
+
+    /// (user, password, domain) for an NTLM logon.
+    fn password_logon(&self, url: &SmbUrl) -> anyhow::Result<(String, String, String)> {
         let file = match &self.credentials {
             Some(p) => Some(read_credentials(p)?),
             None => None,
@@ -121,26 +199,9 @@ impl ConnectArgs {
         };
         let password = match env("SMBQ_PASSWORD").or_else(|| from_file("password")) {
             Some(p) => p,
-            None => rpassword::prompt_password(format!("password for {user}@{}: ", url.host)).context("reading the password (set SMBQ_PASSWORD or use --credentials when there is no terminal)")?,
+            None => rpassword::prompt_password(format!("password for {user}@{}: ", url.host)).context("reading the password (set SMBQ_PASSWORD or use --credentials when there is no terminal, or --kerberos)")?,
         };
-        Ok(ConnectOptions {
-            transport: match self.transport {
-                TransportArg::Quic => Transport::Quic,
-                TransportArg::Tcp => Transport::Tcp,
-                TransportArg::Auto => Transport::Auto,
-            },
-            trust,
-            user,
-            password,
-            domain,
-            timeout: Duration::from_secs(self.timeout.max(1)),
-            response_timeout: Duration::from_secs(self.response_timeout.max(1)),
-            encrypt: self.encrypt,
-            posix: self.posix,
-            quic_streams: self.quic_streams,
-            qlog_dir: self.qlog_dir.clone().or_else(smbq_quictrace::qlog::dir_from_env),
-            ..ConnectOptions::default()
-        })
+        Ok((user, password, domain))
     }
 
     /// A usage error unless `--posix` was given: `command` needs the SMB3 POSIX extensions.
