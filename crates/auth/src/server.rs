@@ -32,7 +32,9 @@ enum State {
     AwaitNegotiate(Spnego),
     /// SPNEGO chose Kerberos (`oid`) and waits for the AP-REQ, or for the
     /// next leg of a Kerberos exchange under way.
-    Kerberos { spnego: Spnego, oid: &'static [u8], acceptor: Box<Acceptor> },
+    /// `spnego` is None for a raw Kerberos exchange (RFC 4121 tokens
+    /// without SPNEGO, as smbprotocol sends with auth_protocol="kerberos").
+    Kerberos { spnego: Option<Spnego>, oid: &'static [u8], acceptor: Box<Acceptor> },
     AwaitAuthenticate { spnego: Option<Spnego>, negotiate: Vec<u8>, challenge: Vec<u8> },
     /// Done or failed: an error sticks, like the exchange's end.
     Finished,
@@ -118,6 +120,7 @@ impl ServerAuth {
             State::AwaitAuthenticate { spnego, negotiate, challenge } => {
                 self.authenticate(token, spnego, &negotiate, &challenge, lookup)
             }
+            State::Kerberos { spnego: None, oid, acceptor } => self.kerberos(token, None, None, oid, acceptor, false),
             State::Kerberos { spnego, oid, acceptor } => {
                 let resp = expect_resp(token)?;
                 let ap_req = resp.response_token.ok_or(AuthError::Malformed("NegTokenResp without responseToken"))?;
@@ -136,6 +139,11 @@ impl ServerAuth {
             }
             return self.challenge(token, None, false);
         }
+        // RFC 2743 3.1: a raw Kerberos InitialContextToken, no SPNEGO.
+        if let Some(oid) = spnego::initial_token_mech(token).and_then(|m| self.accepts(m)).filter(|m| *m != NTLMSSP_OID) {
+            let acceptor = self.acceptor()?;
+            return self.kerberos(token, None, None, oid, acceptor, false);
+        }
         let Token::Init(init) = spnego::decode(token)? else {
             return Err(AuthError::Malformed("exchange must start with NegTokenInit"));
         };
@@ -151,16 +159,12 @@ impl ServerAuth {
         let spnego = Spnego { mech_types_der: init.mech_types_der.to_vec(), mic_required: pos != 0 };
         let state = if spnego.mic_required { NegState::RequestMic } else { NegState::AcceptIncomplete };
         if oid != NTLMSSP_OID {
-            let keytab = self.keytab.clone().ok_or(AuthError::Unsupported("no keytab"))?;
-            let acceptor = Box::new(Acceptor::new(&keytab).map_err(|e| {
-                tracing::warn!("kerberos: the keytab's keys cannot be used: {e}");
-                AuthError::LogonFailure
-            })?);
+            let acceptor = self.acceptor()?;
             return match init.mech_token {
                 // The optimistic token is an AP-REQ for the mechanism chosen.
-                Some(ap_req) if pos == 0 => self.kerberos(ap_req, None, spnego, oid, acceptor, true),
+                Some(ap_req) if pos == 0 => self.kerberos(ap_req, None, Some(spnego), oid, acceptor, true),
                 _ => {
-                    self.state = State::Kerberos { spnego, oid, acceptor };
+                    self.state = State::Kerberos { spnego: Some(spnego), oid, acceptor };
                     Ok(AuthStep::Continue(spnego::encode_resp(Some(state), Some(oid), None, None)))
                 }
             };
@@ -176,6 +180,15 @@ impl ServerAuth {
         }
     }
 
+    /// A Kerberos acceptor with the keytab's keys.
+    fn acceptor(&self) -> Result<Box<Acceptor>, AuthError> {
+        let keytab = self.keytab.as_ref().ok_or(AuthError::Unsupported("no keytab"))?;
+        Acceptor::new(keytab).map(Box::new).map_err(|e| {
+            tracing::warn!("kerberos: the keytab's keys cannot be used: {e}");
+            AuthError::LogonFailure
+        })
+    }
+
     /// MS-KILE 3.4.5.1: check an AP-REQ (in an RFC 4121 InitialContextToken)
     /// and answer with the AP-REP, in a NegTokenResp naming `oid` when
     /// `first_reply`. mechListMIC (RFC 4178 5) as for NTLMSSP: checked when
@@ -185,7 +198,7 @@ impl ServerAuth {
         &mut self,
         ap_req: &[u8],
         client_mic: Option<&[u8]>,
-        spnego: Spnego,
+        spnego: Option<Spnego>,
         oid: &'static [u8],
         mut acceptor: Box<Acceptor>,
         first_reply: bool,
@@ -201,8 +214,12 @@ impl ServerAuth {
         };
         let ap_rep = match acceptor.step(ap_req).map_err(fail)? {
             Step::Continue(tok) => {
+                let out = match spnego {
+                    None => tok,
+                    Some(_) => spnego::encode_resp(Some(NegState::AcceptIncomplete), supported, Some(&tok), None),
+                };
                 self.state = State::Kerberos { spnego, oid, acceptor };
-                return Ok(AuthStep::Continue(spnego::encode_resp(Some(NegState::AcceptIncomplete), supported, Some(&tok), None)));
+                return Ok(AuthStep::Continue(out));
             }
             Step::Done(tok) => tok,
         };
@@ -216,16 +233,21 @@ impl ServerAuth {
         let principal = acceptor.initiator().map_err(fail)?;
         let session_key = acceptor.session_key().map_err(fail)?;
         let pac = acceptor.pac().map_err(fail)?;
-        let server_mic = match client_mic {
-            Some(mic) => {
-                acceptor.verify_mic(&spnego.mech_types_der, mic).map_err(|_| AuthError::LogonFailure)?;
-                true
+        let token = match spnego {
+            None => ap_rep,
+            Some(spnego) => {
+                let send_mic = match client_mic {
+                    Some(mic) => {
+                        acceptor.verify_mic(&spnego.mech_types_der, mic).map_err(|_| AuthError::LogonFailure)?;
+                        true
+                    }
+                    None if spnego.mic_required => return Err(AuthError::LogonFailure),
+                    None => false,
+                };
+                let mic = if send_mic { Some(acceptor.get_mic(&spnego.mech_types_der).map_err(fail)?) } else { None };
+                spnego::encode_resp(Some(NegState::AcceptCompleted), supported, Some(&ap_rep), mic.as_deref())
             }
-            None if spnego.mic_required => return Err(AuthError::LogonFailure),
-            None => false,
         };
-        let mic = if server_mic { Some(acceptor.get_mic(&spnego.mech_types_der).map_err(fail)?) } else { None };
-        let token = spnego::encode_resp(Some(NegState::AcceptCompleted), supported, Some(&ap_rep), mic.as_deref());
         let (user, domain) = principal.rsplit_once('@').map_or((principal.clone(), String::new()), |(u, r)| (u.to_string(), r.to_string()));
         Ok(AuthStep::Done {
             token,

@@ -132,6 +132,16 @@ pub(crate) enum Token<'a> {
     Resp(NegTokenResp<'a>),
 }
 
+/// The mechanism OID of an RFC 2743 3.1 InitialContextToken
+/// ([APPLICATION 0] { OID, ... }), if `token` is one.
+pub(crate) fn initial_token_mech(token: &[u8]) -> Option<&[u8]> {
+    if token.len() > MAX_TOKEN || token.first() != Some(&TAG_APPLICATION_0) {
+        return None;
+    }
+    let body = only(token, TAG_APPLICATION_0, "expected InitialContextToken").ok()?;
+    expect(body, TAG_OID, "expected mechanism OID").ok().map(|(oid, _)| oid)
+}
+
 /// Decodes a SPNEGO token: an InitialContextToken carrying a NegTokenInit,
 /// or a bare NegotiationToken choice ([0] NegTokenInit, [1] NegTokenResp).
 pub(crate) fn decode(token: &[u8]) -> Result<Token<'_>, AuthError> {

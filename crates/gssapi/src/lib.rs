@@ -465,16 +465,22 @@ fn keytab_cred(keytab: &Path) -> Result<Cred, Error> {
     let key = c"keytab";
     let mut element = ffi::gss_key_value_element_desc { key: key.as_ptr(), value: path.as_ptr() };
     let store = ffi::gss_key_value_set_desc { count: 1, elements: &mut element };
+    // Kerberos only: with no list, MIT picks a mechanism from each token,
+    // and a token of its own SPNEGO (or of another installed mechanism,
+    // such as gss-ntlmssp) would be accepted too.
+    let mut oids = [oid(KRB5_OID), oid(MS_KRB5_OID)];
+    let mut mechs = ffi::gss_OID_set_desc { count: oids.len(), elements: oids.as_mut_ptr() };
     let (mut minor, mut cred): (OM_uint32, ffi::gss_cred_id_t) = (0, ptr::null_mut());
     // SAFETY: `store` points at `element`, whose strings live to the end of
-    // this function; MIT copies what it keeps. No name: any principal of
-    // the keytab (the caller checks which one a ticket was for).
+    // this function, and `mechs` at `oids`, local too; MIT copies what it
+    // keeps. No name: any principal of the keytab (the caller checks which
+    // one a ticket was for).
     let major = unsafe {
         ffi::gss_acquire_cred_from(
             &mut minor,
             ptr::null_mut(),
             0,
-            ptr::null_mut(),
+            &mut mechs,
             GSS_C_ACCEPT,
             &store,
             &mut cred,
