@@ -368,6 +368,194 @@ async fn exchange(kdc: &str, framed: &[u8]) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{DigitallySignedStruct, SignatureScheme};
+    use smbq_client::connect::{verifier, Trust};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// `kinit alice` of MIT krb5 1.20 in realm SMBQ.TEST (as in smbq_auth::kkdcp's tests).
+    const MIT_AS_REQ: &str = concat!(
+        "3081caa081ba0481b7000000b36a81b03081ada103020105a20302010aa31a3018300aa10402020096a2020400300aa1040202",
+        "0095a2020400a48184308181a00703050040000010a1123010a003020101a10930071b05616c696365a20b1b09534d42512e54",
+        "455354a31e301ca003020102a11530131b066b72627467741b09534d42512e54455354a511180f32303236313132393130303231",
+        "375aa70602040a1bcceaa81a301802011202011102011402011302011002011702011902011aa10b1b09534d42512e54455354",
+    );
+    /// An empty KRB-ERROR, length-prefixed: what the fake KDC answers.
+    const KDC_REPLY: [u8; 6] = [0, 0, 0, 2, 0x7e, 0];
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+    }
+
+    /// A KDC on loopback that counts connections and answers [`KDC_REPLY`].
+    async fn fake_kdc() -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&count);
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let mut prefix = [0u8; 4];
+                if s.read_exact(&mut prefix).await.is_ok() {
+                    let mut msg = vec![0u8; u32::from_be_bytes(prefix) as usize];
+                    if s.read_exact(&mut msg).await.is_ok() {
+                        let _ = s.write_all(&KDC_REPLY).await;
+                    }
+                }
+            }
+        });
+        (addr, count)
+    }
+
+    struct Proxy {
+        addr: SocketAddr,
+        cert: std::path::PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    async fn start(kdcs: Vec<String>) -> Proxy {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let id = smbq_transport::tls::generate(&cert, &key, &["localhost".into()]).expect("certificate");
+        let certs = Certificates::new(&id).expect("certificates");
+        let config = KdcProxyConfig { realm: "smbq.test".into(), kdcs };
+        let proxy = KdcProxy::bind("127.0.0.1:0".parse().expect("addr"), certs, config).await.expect("bind");
+        let addr = proxy.local_addr().expect("addr");
+        tokio::spawn(proxy.serve(std::future::pending()));
+        Proxy { addr, cert, _dir: dir }
+    }
+
+    /// Takes any certificate and signature: the TLS-ALPN-01 certificate's
+    /// critical acmeIdentifier extension is one webpki refuses to parse.
+    #[derive(Debug)]
+    struct AcceptAll;
+
+    impl ServerCertVerifier for AcceptAll {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            _: &[u8],
+            _: &CertificateDer<'_>,
+            _: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            Ok(HandshakeSignatureValid::assertion())
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            _: &[u8],
+            _: &CertificateDer<'_>,
+            _: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            Ok(HandshakeSignatureValid::assertion())
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            rustls::crypto::aws_lc_rs::default_provider().signature_verification_algorithms.supported_schemes()
+        }
+    }
+
+    /// A TLS connection offering `alpn`, trusting `trust` (None: anything).
+    async fn connect(
+        addr: SocketAddr,
+        trust: Option<&Trust>,
+        name: &str,
+        alpn: &[u8],
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .dangerous()
+            .with_custom_certificate_verifier(match trust {
+                Some(t) => verifier(t).expect("verifier"),
+                None => Arc::new(AcceptAll),
+            })
+            .with_no_client_auth();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let tcp = TcpStream::connect(addr).await?;
+        let name = ServerName::try_from(name.to_string()).expect("name");
+        tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await
+    }
+
+    /// POSTs `body` as MIT does (HTTP/1.0); the status and body of the answer.
+    async fn post(p: &Proxy, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let mut tls = connect(p.addr, Some(&Trust::CaFile(p.cert.clone())), "localhost", b"http/1.1").await.expect("tls");
+        let head = format!(
+            "POST {path} HTTP/1.0\r\nHost: localhost\r\nContent-type: application/kerberos\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        tls.write_all(&[head.as_bytes(), body].concat()).await.expect("write");
+        let mut rsp = Vec::new();
+        let _ = tls.read_to_end(&mut rsp).await;
+        let end = rsp.windows(4).position(|w| w == b"\r\n\r\n").expect("a response head");
+        let status = std::str::from_utf8(&rsp[9..12]).expect("status").parse().expect("status code");
+        (status, rsp[end + 4..].to_vec())
+    }
+
+    #[tokio::test]
+    async fn forwards_our_realm_only() {
+        let (kdc, count) = fake_kdc().await;
+        let p = start(vec![kdc]).await;
+        let good = hex(MIT_AS_REQ);
+        let (status, body) = post(&p, PATH, &good).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(body, kkdcp::encode_reply(&KDC_REPLY[4..]));
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+
+        let other: Vec<u8> = hex(&MIT_AS_REQ.replace("534d42512e54455354", "4556494c2e54455354"));
+        assert!(other.len() == good.len());
+        let mut truncated = good.clone();
+        truncated.pop();
+        for (body, want) in [(other, 403), (truncated, 400), (vec![0x30; kkdcp::MAX_REQUEST + 1], 413)] {
+            assert_eq!(post(&p, PATH, &body).await.0, want);
+        }
+        assert_eq!(post(&p, "/elsewhere", &good).await.0, 404);
+        assert_eq!(count.load(Ordering::SeqCst), 1, "a refused request reached the KDC");
+    }
+
+    #[tokio::test]
+    async fn no_kdc_is_503() {
+        // A port nobody listens on: refused at once.
+        let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind").local_addr().expect("addr").to_string();
+        let p = start(vec![closed]).await;
+        assert_eq!(post(&p, PATH, &hex(MIT_AS_REQ)).await.0, 503);
+    }
+
+    #[tokio::test]
+    async fn acme_tls_alpn_01_shares_the_port() {
+        let p = start(vec!["127.0.0.1:9".into()]).await;
+        let answers = acme::shared_tls_port(p.addr.port()).expect("the proxy took the port's ACME answers");
+        let challenge = acme::alpn_certificate("smbq.example", &[7u8; 32]).expect("challenge certificate");
+        let challenge_leaf = challenge.cert.first().cloned().expect("leaf");
+        answers.lock().expect("lock").insert("smbq.example".into(), Arc::new(challenge));
+        let leaf = |tls: &tokio_rustls::client::TlsStream<TcpStream>| -> Option<CertificateDer<'static>> {
+            tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned())
+        };
+
+        // A validator offering acme-tls/1 gets the challenge certificate.
+        let tls = connect(p.addr, None, "smbq.example", acme::ACME_TLS_ALPN).await.expect("ACME handshake");
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(acme::ACME_TLS_ALPN));
+        assert_eq!(leaf(&tls), Some(challenge_leaf.clone()));
+        // Anyone else gets the server's, for that name too.
+        let tls = connect(p.addr, None, "smbq.example", b"http/1.1").await.expect("HTTPS handshake");
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+        assert_ne!(leaf(&tls), Some(challenge_leaf));
+        // No answer for a name: no handshake.
+        assert!(connect(p.addr, None, "other.example", acme::ACME_TLS_ALPN).await.is_err());
+    }
 
     #[test]
     fn kdc_addresses_default_to_port_88() {
