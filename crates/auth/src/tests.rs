@@ -169,10 +169,61 @@ fn init(mechs: &[&[u8]], token: Option<&[u8]>) -> Vec<u8> {
 }
 
 #[test]
-fn kerberos_only_is_unsupported() {
+fn kerberos_only_is_unsupported_without_a_keytab() {
     let mut s = server();
     let r = s.step(&init(&[MS_KRB5, KRB5], Some(b"krb5 AP-REQ")), &|_, _| None);
     assert!(matches!(r, Err(AuthError::Unsupported(_))));
+}
+
+#[test]
+fn ntlm_off_blocks_ntlmssp_in_spnego_and_raw() {
+    let off = || server().mechanisms(false, None);
+    let r = off().step(&init(&[NTLMSSP_OID], Some(&ntlm::encode_negotiate(ntlm::NEGOTIATE_UNICODE))), &|_, _| None);
+    assert_eq!(r, Err(AuthError::NtlmBlocked));
+    let r = off().step(&ntlm::encode_negotiate(ntlm::NEGOTIATE_UNICODE), &|_, _| None);
+    assert_eq!(r, Err(AuthError::NtlmBlocked));
+    assert!(!contains(&spnego::spnego_negotiate_token(true, false), NTLMSSP_OID));
+    assert!(contains(&spnego::spnego_negotiate_token(true, false), MS_KRB5));
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A server with Kerberos (a keytab written for cifs/unit@UNIT.TEST) and
+/// NTLM as `ntlm` says.
+fn kerberos_server(ntlm: bool) -> (ServerAuth, std::path::PathBuf) {
+    let path = std::env::temp_dir().join(format!("smbq-auth-{}-{}.keytab", std::process::id(), rand::random::<u32>()));
+    std::fs::write(&path, smbq_gssapi::keytab_file("UNIT.TEST", "cifs", "unit", 1, 18, &[9; 32])).unwrap();
+    (server().mechanisms(ntlm, Some(std::sync::Arc::from(path.as_path()))), path)
+}
+
+#[test]
+fn kerberos_as_second_choice_is_named_with_request_mic() {
+    // NTLMSSP first, NTLM off: the server picks KRB5, names it, asks for the
+    // MIC exchange (RFC 4178 5) and waits for the AP-REQ.
+    let (mut s, path) = kerberos_server(false);
+    let Ok(AuthStep::Continue(reply)) = s.step(&init(&[NTLMSSP_OID, KRB5], None), &|_, _| None) else { panic!("no reply") };
+    let Token::Resp(r) = spnego::decode(&reply).unwrap() else { panic!("not a NegTokenResp") };
+    assert_eq!(r.neg_state, Some(NegState::RequestMic));
+    assert_eq!(r.supported_mech, Some(KRB5));
+    // The next leg's token is no AP-REQ: refused, no panic.
+    let next = spnego::encode_resp(None, None, Some(b"\x60\x03\x06\x01\x00"), None);
+    assert!(s.step(&next, &|_, _| None).is_err());
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn ms_krb5_first_with_a_bad_ap_req_is_refused() {
+    let (mut s, path) = kerberos_server(true);
+    let krb5_token = [&[0x60, 0x0f, 0x06, 0x09][..], KRB5, &[0x01, 0x00, 0x6e, 0x00]].concat();
+    let r = s.step(&init(&[MS_KRB5, NTLMSSP_OID], Some(&krb5_token)), &|_, _| None);
+    assert!(matches!(r, Err(AuthError::LogonFailure | AuthError::Malformed(_))), "{r:?}");
+    // The same token raw (RFC 4121, no SPNEGO) reaches the acceptor too.
+    let (mut s2, path2) = kerberos_server(true);
+    assert!(s2.step(&krb5_token, &|_, _| None).is_err());
+    std::fs::remove_file(path).unwrap();
+    std::fs::remove_file(path2).unwrap();
 }
 
 /// Runs a SPNEGO exchange whose NegTokenInit offers `mechs` with an

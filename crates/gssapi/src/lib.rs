@@ -493,6 +493,30 @@ fn keytab_cred(keytab: &Path) -> Result<Cred, Error> {
     Ok(cred)
 }
 
+/// An MIT keytab file (format 0x0502) with one key for `service/host@realm`:
+/// what `ktutil` writes, for tests and fuzzing that need an acceptor without
+/// a KDC. `enctype` is RFC 3961's number (18: aes256-cts-hmac-sha1-96).
+pub fn keytab_file(realm: &str, service: &str, host: &str, kvno: u8, enctype: u16, key: &[u8]) -> Vec<u8> {
+    let counted = |out: &mut Vec<u8>, s: &[u8]| {
+        out.extend_from_slice(&(s.len() as u16).to_be_bytes());
+        out.extend_from_slice(s);
+    };
+    let mut entry = Vec::new();
+    entry.extend_from_slice(&2u16.to_be_bytes());
+    counted(&mut entry, realm.as_bytes());
+    counted(&mut entry, service.as_bytes());
+    counted(&mut entry, host.as_bytes());
+    entry.extend_from_slice(&1u32.to_be_bytes()); // KRB5_NT_PRINCIPAL
+    entry.extend_from_slice(&0u32.to_be_bytes()); // timestamp
+    entry.push(kvno);
+    entry.extend_from_slice(&enctype.to_be_bytes());
+    counted(&mut entry, key);
+    let mut file = vec![0x05, 0x02];
+    file.extend_from_slice(&(entry.len() as i32).to_be_bytes());
+    file.extend_from_slice(&entry);
+    file
+}
+
 /// Checks that `keytab` holds acceptor keys MIT can use.
 pub fn check_keytab(keytab: &Path) -> Result<(), Error> {
     keytab_cred(keytab).map(drop)
@@ -708,6 +732,19 @@ mod tests {
         assert_eq!(e(31).failure(), Failure::WrongKey);
         assert_eq!(Error { major: 9 << 16, minor: 0, message: String::new() }.failure(), Failure::Malformed);
         assert_eq!(Error { major: (13 << 16) | GSS_S_DUPLICATE_TOKEN, minor: 0, message: String::new() }.failure(), Failure::Replay);
+    }
+
+    #[test]
+    fn a_written_keytab_gives_an_acceptor_that_refuses_garbage() {
+        let path = std::env::temp_dir().join(format!("smbq-gssapi-keytab-{}", std::process::id()));
+        std::fs::write(&path, keytab_file("EXAMPLE.TEST", "cifs", "host", 1, 18, &[7; 32])).unwrap();
+        check_keytab(&path).unwrap();
+        let mut acc = Acceptor::new(&path).unwrap();
+        // MIT: GSS_S_FAILURE for a token no mechanism of the credential claims.
+        let e = acc.step(b"not a token").unwrap_err();
+        assert_eq!(e.failure(), Failure::Other, "{e}");
+        assert!(acc.initiator().is_err() && acc.session_key().is_err());
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
