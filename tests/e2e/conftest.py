@@ -209,6 +209,19 @@ def start_server(request):
         pytest.fail("\n".join(failures), pytrace=False)
 
 
+@pytest.fixture(scope="module")
+def realm(tmp_path_factory):
+    """An MIT KDC on loopback with users alice and bob and the service
+    cifs/smbq.smbq.test and its keytab (krb5_kdc.Realm), one per module."""
+    import krb5_kdc
+
+    if reason := krb5_kdc.available():
+        pytest.fail(reason)
+    r = krb5_kdc.Realm(tmp_path_factory.mktemp("realm"))
+    yield r
+    r.stop()
+
+
 @pytest.fixture(params=TARGETS)
 def target(request) -> str:
     return request.param

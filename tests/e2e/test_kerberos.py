@@ -32,15 +32,6 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def realm(tmp_path_factory):
-    if reason := krb5_kdc.available():
-        pytest.fail(reason)
-    r = krb5_kdc.Realm(tmp_path_factory.mktemp("realm"))
-    yield r
-    r.stop()
-
-
-@pytest.fixture(scope="module")
 def big(tmp_path_factory):
     path = tmp_path_factory.mktemp("big") / "big.bin"
     return path, random_file(path, SIZE)

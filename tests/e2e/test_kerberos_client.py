@@ -42,15 +42,6 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def realm(tmp_path_factory):
-    if reason := krb5_kdc.available():
-        pytest.fail(reason)
-    r = krb5_kdc.Realm(tmp_path_factory.mktemp("realm"))
-    yield r
-    r.stop()
-
-
 def fingerprint(srv) -> str:
     import base64
     pem = (srv.workdir / "state" / "tls" / "cert.pem").read_text()

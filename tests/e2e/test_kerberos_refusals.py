@@ -72,15 +72,6 @@ MS_KRB5_OID = bytes.fromhex("06092a864882f712010202")  # 1.2.840.48018.1.2.2
 NTLMSSP_OID = bytes.fromhex("060a2b0601040182370202" "0a")  # 1.3.6.1.4.1.311.2.2.10
 
 
-@pytest.fixture(scope="module")
-def realm(tmp_path_factory):
-    if reason := krb5_kdc.available():
-        pytest.fail(reason)
-    r = krb5_kdc.Realm(tmp_path_factory.mktemp("realm"))
-    yield r
-    r.stop()
-
-
 def tickets(realm: krb5_kdc.Realm, where: Path, user: str, *services: str, prefix: tuple[str, ...] = ()) -> Path:
     """A ccache of its own with ``user``'s TGT and service tickets for
     ``services`` (kinit, kvno; both run under ``prefix``)."""
