@@ -8,6 +8,14 @@ HTTPS at the QUIC port's number, with the QUIC certificate.
   to an MIT KDC (fixture krb5_kdc.py); the same through the reference proxy, Debian's
   python3-kdcproxy (a WSGI app, run here under wsgiref behind TLS); both
   credential caches hold the same principals.
+- test_smbclient_logs_on_with_tickets_from_the_proxy: a Kerberos-enabled
+  smbq (krb5_kdc.Realm) also serving the proxy; kinit and kvno through it,
+  then Samba's smbclient (TCP) and our client (QUIC, at the proxy's port
+  number), whose krb5.conf knows only the proxy, log on with that ticket
+  and list the share as alice. (Samba 4.17's smbclient
+  does not reach an HTTPS KDC by itself: it never loads MIT's k5tls
+  plugin and fails with NT_STATUS_NO_LOGON_SERVERS; kvno, MIT's own
+  tool, fetches the service ticket it then uses.)
 - test_refused_requests_reach_no_kdc: smbq's proxy in front of a fake KDC
   that counts connections. A real request (captured from kinit through the
   proxy) is forwarded; a malformed body, an oversized one, one for another
@@ -41,6 +49,8 @@ import krb5_kdc
 import servers
 # pebble and its HTTPS CA, as the ACME tests run them (the fixtures too).
 from test_acme import REPLACED, acme_config, https_ca, pebbles  # noqa: F401
+from test_kerberos import established, smbclient
+from test_kerberos_client import our_client
 
 K5TLS = Path("/usr/lib/x86_64-linux-gnu/krb5/plugins/tls/k5tls.so")
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -192,6 +202,36 @@ def test_kinit_and_kvno_through_smbq_and_the_reference_proxy(start_server, kdc, 
     realm = kdc.realm
     assert ours == (f"alice@{realm}", {f"krbtgt/{realm}@{realm}", f"{krb5_kdc.SERVICE}@{realm}"})
     assert ours == theirs
+
+
+def test_smbclient_logs_on_with_tickets_from_the_proxy(start_server, tmp_path):
+    realm = krb5_kdc.Realm(tmp_path / "realm")
+    try:
+        proxy = f'kdc_proxy = true\nkdc = ["127.0.0.1:{realm.kdc.port}"]\n'
+        srv = krb5_kdc.start_smbq(start_server, realm, extra_config=proxy)
+        port = proxy_port(srv)
+        conf = proxy_krb5_conf(realm.kdc, tmp_path / "proxy.conf", port, server_cert(srv)[0])
+        ccache = tmp_path / "cc"
+        trace = tmp_path / "trace.log"
+        env = dict(realm.kdc.client_env(ccache, conf), KRB5_TRACE=str(trace))
+        r = subprocess.run(["kinit", "alice"], input=realm.password + "\n", capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run(["kvno", krb5_kdc.SERVICE], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert trace.read_text().count(f"Sending HTTPS request to https 127.0.0.1:{port}") >= 2, trace.read_text()
+        assert principals(realm.kdc, ccache)[1] == {f"krbtgt/{realm.kdc.realm}@{realm.kdc.realm}",
+                                                     f"{krb5_kdc.SERVICE}@{realm.kdc.realm}"}
+        (srv.share_dir / "hello.txt").write_text("hello\n")
+        ls = smbclient(srv, realm.kdc.client_env(ccache, conf), "ls")
+        assert ls.returncode == 0, ls.stdout + ls.stderr
+        assert "hello.txt" in ls.stdout
+        ls = our_client(srv, realm.kdc.client_env(ccache, conf), "quic", "ls", "smb:")
+        assert ls.returncode == 0, ls.stdout + ls.stderr
+        assert "hello.txt" in ls.stdout
+        assert len(established(srv, "alice")) == 2, srv.log.text(40)
+    finally:
+        realm.stop()
 
 
 class FakeKdc:
