@@ -42,7 +42,7 @@ def _fuse_missing() -> str | None:
 class Mount:
     """One `smbq mount` process and its mount point."""
 
-    def __init__(self, server: servers.Server, transport: str, dirpath: Path, logpath: Path):
+    def __init__(self, server: servers.Server, transport: str, dirpath: Path, logpath: Path, extra: tuple[str, ...] = ()):
         self.server = server
         self.dir = dirpath
         self.logpath = logpath
@@ -53,7 +53,7 @@ class Mount:
         else:
             port, trust = server.port, []
         url = f"smb://{server.user}@{server.host}:{port}/{server.share}"
-        argv = [str(servers.smbq_bin()), "mount", url, str(dirpath), "--transport", transport, *trust]
+        argv = [str(servers.smbq_bin()), "mount", url, str(dirpath), "--transport", transport, *trust, *extra]
         env = dict(os.environ, SMBQ_PASSWORD=server.password, RUST_BACKTRACE="1")
         self.log = open(logpath, "wb")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -205,6 +205,41 @@ def test_git(mounted):
     assert run([*git, "status", "--porcelain"], cwd=repo) == ""
     run([*git, "fsck", "--strict"], cwd=repo)
     m.unmount()
+
+
+HELLO_C = "#include <stdio.h>\nint main(void) { puts(\"built on the mount\"); return 0; }\n"
+
+
+def test_built_program_runs(mounted):
+    """Without POSIX extensions, files show 0755 as on cifs.ko's defaults,
+    so a program built on the mount runs (issue 36: "Permission denied"
+    with 0644)."""
+    m, _server = mounted
+    src = m.dir / "hello.c"
+    src.write_text(HELLO_C)
+    (m.dir / "d").mkdir()
+    assert src.stat().st_mode & 0o777 == 0o755 and (m.dir / "d").stat().st_mode & 0o777 == 0o755
+    run(["cc", "-o", str(m.dir / "hello"), str(src)])
+    assert run([str(m.dir / "hello")]) == "built on the mount\n"
+    m.unmount()
+
+
+def test_file_and_dir_modes_are_options(start_server, tmp_path):
+    if reason := _fuse_missing():
+        pytest.skip(reason)
+    server = start_server("smbq", "enc")
+    (server.share_dir / "f.txt").write_text("x")
+    (server.share_dir / "d").mkdir()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(server, "tcp", mnt, tmp_path / "mount.log", extra=("--file-mode", "0640", "--dir-mode", "0750"))
+    try:
+        m.wait_mounted()
+        assert (mnt / "f.txt").stat().st_mode & 0o7777 == 0o640
+        assert (mnt / "d").stat().st_mode & 0o7777 == 0o750
+        m.unmount()
+    finally:
+        m.cleanup()
 
 
 def test_fio_verifies(mounted, tmp_path):

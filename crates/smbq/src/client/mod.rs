@@ -266,8 +266,23 @@ pub struct MountArgs {
     /// Let other users see the mount (needs user_allow_other in /etc/fuse.conf unless root).
     #[arg(long)]
     pub allow_other: bool,
+    /// Permission bits (octal) files show on a share without the POSIX
+    /// extensions, as cifs.ko's file_mode; read-only files without write bits.
+    #[arg(long, value_name = "OCTAL", default_value = "0755", value_parser = octal_mode)]
+    pub file_mode: u32,
+    /// Permission bits (octal) directories show, as cifs.ko's dir_mode.
+    #[arg(long, value_name = "OCTAL", default_value = "0755", value_parser = octal_mode)]
+    pub dir_mode: u32,
     #[command(flatten)]
     pub conn: ConnectArgs,
+}
+
+/// An octal mode such as `0755` or `644`, at most 0o7777.
+fn octal_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(m) if m <= 0o7777 => Ok(m),
+        _ => Err(format!("{s:?} is not an octal mode (0000 to 7777)")),
+    }
 }
 
 /// `smbq mount`: connect, then serve the mount in the foreground until it is unmounted.
@@ -276,6 +291,12 @@ pub fn mount_main(a: MountArgs) -> anyhow::Result<()> {
     let o = a.conn.options(&u)?;
     let rt = runtime()?;
     let share = rt.block_on(a.conn.share(&u, &o))?;
-    let opts = mount::MountOptions { attr_ttl: Duration::from_secs_f64(a.attr_timeout.clamp(0.0, 3600.0)), allow_other: a.allow_other, foreground_ready: None };
+    let opts = mount::MountOptions {
+        attr_ttl: Duration::from_secs_f64(a.attr_timeout.clamp(0.0, 3600.0)),
+        allow_other: a.allow_other,
+        foreground_ready: None,
+        file_mode: a.file_mode,
+        dir_mode: a.dir_mode,
+    };
     mount::run(share, rt, &a.dir, opts)
 }

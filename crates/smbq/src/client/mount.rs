@@ -58,11 +58,17 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Called once, when the mount is in place.
     pub foreground_ready: Option<Box<dyn FnOnce() + Send>>,
+    /// Permission bits of files and directories on a share without the
+    /// POSIX extensions, as cifs.ko's `file_mode`/`dir_mode` (0755 both by
+    /// default, so a program built on the mount runs); a file with
+    /// FILE_ATTRIBUTE_READONLY shows them without the write bits.
+    pub file_mode: u32,
+    pub dir_mode: u32,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { attr_ttl: Duration::from_secs(1), allow_other: false, foreground_ready: None }
+        MountOptions { attr_ttl: Duration::from_secs(1), allow_other: false, foreground_ready: None, file_mode: 0o755, dir_mode: 0o755 }
     }
 }
 
@@ -82,7 +88,7 @@ pub fn run(share: Share, rt: Runtime, dir: &Path, opts: MountOptions) -> anyhow:
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName(fsname.clone()), MountOption::Subtype("smbq".into()), MountOption::NoDev, MountOption::NoSuid, MountOption::RW];
     config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
-    let fs = SmbFs::new(share, rt.clone(), opts.attr_ttl);
+    let fs = SmbFs::new(share, rt.clone(), &opts);
     let state = fs.inner.clone();
     let session = fuser::spawn_mount(fs, dir, &config).with_context(|| format!("mounting {fsname} on {}", dir.display()))?;
     tracing::info!(dir = %dir.display(), "mounted {fsname}");
@@ -379,6 +385,9 @@ struct Inner {
     background: Option<Background>,
     uid: u32,
     gid: u32,
+    /// MountOptions' file_mode and dir_mode.
+    file_mode: u32,
+    dir_mode: u32,
     inodes: Inodes,
     cache: Cache,
     opens: HashMap<u64, Open>,
@@ -397,7 +406,8 @@ struct SmbFs {
 }
 
 impl SmbFs {
-    fn new(share: Share, rt: Arc<Runtime>, ttl: Duration) -> SmbFs {
+    fn new(share: Share, rt: Arc<Runtime>, opts: &MountOptions) -> SmbFs {
+        let ttl = opts.attr_ttl;
         let window = (share.chunk as usize).saturating_mul(share.depth).clamp(share.chunk.max(1) as usize, MAX_WINDOW);
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -407,6 +417,8 @@ impl SmbFs {
             background: None,
             uid,
             gid,
+            file_mode: opts.file_mode & 0o7777,
+            dir_mode: opts.dir_mode & 0o7777,
             inodes: Inodes::new(),
             cache: Cache { ttl, attrs: HashMap::new(), dirs: HashMap::new() },
             opens: HashMap::new(),
@@ -646,16 +658,17 @@ impl Inner {
         }
     }
 
-    /// FUSE attributes for `info`: 0755 directories, 0644 files (0444 when
-    /// FILE_ATTRIBUTE_READONLY, MS-FSCC 2.6), owned by whoever mounted.
+    /// FUSE attributes for `info`: the mount's dir_mode and file_mode, a
+    /// file with FILE_ATTRIBUTE_READONLY (MS-FSCC 2.6) without write bits
+    /// (as cifs.ko shows them), owned by whoever mounted.
     fn attr(&mut self, ino: u64, info: &FileInfo) -> FileAttr {
         let dir = info.is_dir();
         let perm = if dir {
-            0o755
+            self.dir_mode
         } else if info.attributes & attr::READONLY != 0 {
-            0o444
+            self.file_mode & !0o222
         } else {
-            0o644
+            self.file_mode
         };
         let a = FileAttr {
             ino: INodeNo(ino),
@@ -666,7 +679,7 @@ impl Inner {
             ctime: system_time(info.changed),
             crtime: system_time(info.created),
             kind: if dir { FileType::Directory } else { FileType::RegularFile },
-            perm,
+            perm: perm as u16,
             nlink: info.links.max(1),
             uid: self.uid,
             gid: self.gid,
