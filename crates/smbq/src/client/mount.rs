@@ -388,6 +388,9 @@ struct Inner {
     /// MountOptions' file_mode and dir_mode.
     file_mode: u32,
     dir_mode: u32,
+    /// The share speaks the SMB3 POSIX extensions (`--posix`): modes,
+    /// owners, file types and symlinks come from the server.
+    posix: bool,
     inodes: Inodes,
     cache: Cache,
     opens: HashMap<u64, Open>,
@@ -407,7 +410,7 @@ struct SmbFs {
 
 impl SmbFs {
     fn new(share: Share, rt: Arc<Runtime>, opts: &MountOptions) -> SmbFs {
-        let ttl = opts.attr_ttl;
+        let (ttl, posix) = (opts.attr_ttl, share.posix);
         let window = (share.chunk as usize).saturating_mul(share.depth).clamp(share.chunk.max(1) as usize, MAX_WINDOW);
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -419,6 +422,7 @@ impl SmbFs {
             gid,
             file_mode: opts.file_mode & 0o7777,
             dir_mode: opts.dir_mode & 0o7777,
+            posix,
             inodes: Inodes::new(),
             cache: Cache { ttl, attrs: HashMap::new(), dirs: HashMap::new() },
             opens: HashMap::new(),
@@ -661,14 +665,19 @@ impl Inner {
     /// FUSE attributes for `info`: the mount's dir_mode and file_mode, a
     /// file with FILE_ATTRIBUTE_READONLY (MS-FSCC 2.6) without write bits
     /// (as cifs.ko shows them), owned by whoever mounted.
+    ///
+    /// On a POSIX share the server's mode, owner, group and file type.
     fn attr(&mut self, ino: u64, info: &FileInfo) -> FileAttr {
         let dir = info.is_dir();
-        let perm = if dir {
-            self.dir_mode
-        } else if info.attributes & attr::READONLY != 0 {
-            self.file_mode & !0o222
-        } else {
-            self.file_mode
+        let perm = match &info.posix {
+            Some(p) => p.mode & 0o7777,
+            None if dir => self.dir_mode,
+            None if info.attributes & attr::READONLY != 0 => self.file_mode & !0o222,
+            None => self.file_mode,
+        };
+        let (uid, gid) = match &info.posix {
+            Some(p) => (p.uid.unwrap_or(self.uid), p.gid.unwrap_or(self.gid)),
+            None => (self.uid, self.gid),
         };
         let a = FileAttr {
             ino: INodeNo(ino),
@@ -678,11 +687,11 @@ impl Inner {
             mtime: system_time(info.written),
             ctime: system_time(info.changed),
             crtime: system_time(info.created),
-            kind: if dir { FileType::Directory } else { FileType::RegularFile },
+            kind: kind_of(info),
             perm: perm as u16,
             nlink: info.links.max(1),
-            uid: self.uid,
-            gid: self.gid,
+            uid,
+            gid,
             rdev: 0,
             blksize: KERNEL_IO,
             flags: 0,
@@ -848,7 +857,7 @@ impl Inner {
             if e.name.is_empty() || e.name.contains(['/', '\\']) {
                 continue;
             }
-            let kind = if e.is_dir() { FileType::Directory } else { FileType::RegularFile };
+            let kind = kind_of(&e);
             entries.push(DirEntry { ino: self.inodes.number(&join(&path, &e.name)), kind, name: e.name });
         }
         let fh = self.next_fh;
@@ -882,7 +891,7 @@ impl Inner {
 
     /// CREATE with FILE_CREATE when O_EXCL, FILE_OVERWRITE_IF when
     /// O_TRUNC, else FILE_OPEN_IF (MS-SMB2 2.2.13). The mode is not SMB's.
-    fn create(&mut self, parent: INodeNo, name: &OsStr, flags: i32) -> Result<(FileAttr, u64), Errno> {
+    fn create(&mut self, parent: INodeNo, name: &OsStr, flags: i32, mode: u32) -> Result<(FileAttr, u64), Errno> {
         let path = self.child(parent, name)?;
         let disp = if flags & libc::O_EXCL != 0 {
             disposition::CREATE
@@ -892,7 +901,8 @@ impl Inner {
             disposition::OPEN_IF
         };
         let want = if flags & libc::O_ACCMODE == libc::O_RDONLY { access::READ } else { access::READ_WRITE };
-        let r = self.with_share(async |s| s.create(&path, want, disp, options::NON_DIRECTORY_FILE, 0).await);
+        let mode = self.posix.then_some(mode);
+        let r = self.with_share(async |s| s.create_mode(&path, want, disp, options::NON_DIRECTORY_FILE, 0, mode).await);
         self.cache.changed(&path);
         let h = r.map_err(|e| self.fail("create", &path, e))?;
         let a = self.entry(&path, &h.info);
@@ -1048,9 +1058,70 @@ impl Inner {
         closed.map_err(|e| self.fail("close", &path, e))
     }
 
-    fn mkdir(&mut self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+    /// chmod and chown. On a POSIX share they are the server's
+    /// (SMB3 POSIX SET_INFO, and an owner SID S-1-22-1-uid); elsewhere, as
+    /// cifs.ko does, a mode without write bits sets FILE_ATTRIBUTE_READONLY
+    /// and one with them clears it, and owners are left alone.
+    fn chmod_chown(&mut self, ino: INodeNo, mode: Option<u32>, uid: Option<u32>, gid: Option<u32>) -> Result<(), Errno> {
+        let path = self.path(ino)?;
+        self.flush_ino(ino.0, None)?;
+        let r = if self.posix {
+            let mut r = Ok(());
+            if let Some(m) = mode {
+                r = self.with_share(async |s| s.chmod(&path, m & 0o7777).await);
+            }
+            if r.is_ok() && (uid.is_some() || gid.is_some()) {
+                r = self.with_share(async |s| s.chown(&path, uid, gid).await);
+            }
+            r
+        } else if let Some(m) = mode {
+            let info = self.stat(&path)?;
+            let readonly = m & 0o222 == 0;
+            let attrs = if readonly { info.attributes | attr::READONLY } else { info.attributes & !attr::READONLY };
+            if attrs == info.attributes || info.is_dir() {
+                return Ok(());
+            }
+            // FILE_ATTRIBUTE_NORMAL stands for "no attributes" in SET_INFO.
+            let attrs = if attrs == 0 { attr::NORMAL } else { attrs };
+            self.with_share(async |s| {
+                let h = s.create(&path, access::READ_ATTRIBUTES | access::WRITE_ATTRIBUTES | access::SYNCHRONIZE, disposition::OPEN, 0, 0).await?;
+                let set = s.set_basic(h.fid, 0, 0, 0, attrs).await;
+                let closed = s.close(h.fid).await;
+                set.and(closed)
+            })
+        } else {
+            Ok(())
+        };
+        self.cache.changed(&path);
+        r.map_err(|e| self.fail("chmod/chown", &path, e))
+    }
+
+    fn readlink(&mut self, ino: INodeNo) -> Result<Vec<u8>, Errno> {
+        let path = self.path(ino)?;
+        match self.with_share(async |s| s.readlink(&path).await) {
+            Ok(t) => Ok(t.into_bytes()),
+            Err(e) => Err(self.fail("readlink", &path, e)),
+        }
+    }
+
+    /// `ln -s TARGET NAME` on a POSIX share (its symlink reparse point).
+    fn symlink(&mut self, parent: INodeNo, name: &OsStr, target: &Path) -> Result<FileAttr, Errno> {
+        if !self.posix {
+            return Err(Errno::EPERM);
+        }
         let path = self.child(parent, name)?;
-        let r = self.with_share(async |s| s.mkdir(&path).await);
+        let target = target.to_str().ok_or(Errno::EINVAL)?;
+        let r = self.with_share(async |s| s.symlink(target, &path).await);
+        self.cache.changed(&path);
+        r.map_err(|e| self.fail("symlink", &path, e))?;
+        let info = self.stat(&path)?;
+        Ok(self.entry(&path, &info))
+    }
+
+    fn mkdir(&mut self, parent: INodeNo, name: &OsStr, mode: u32) -> Result<FileAttr, Errno> {
+        let path = self.child(parent, name)?;
+        let mode = self.posix.then_some(mode);
+        let r = self.with_share(async |s| s.mkdir_mode(&path, mode).await);
         self.cache.changed(&path);
         r.map_err(|e| self.fail("mkdir", &path, e))?;
         let info = self.stat(&path)?;
@@ -1118,6 +1189,21 @@ impl Inner {
     }
 }
 
+/// The FUSE file type of `info`: a POSIX share's mode says it (symlinks,
+/// FIFOs, devices, sockets); elsewhere a directory or a regular file.
+fn kind_of(info: &FileInfo) -> FileType {
+    match info.posix.as_ref().map(|p| p.mode & libc::S_IFMT) {
+        Some(libc::S_IFLNK) => FileType::Symlink,
+        Some(libc::S_IFIFO) => FileType::NamedPipe,
+        Some(libc::S_IFCHR) => FileType::CharDevice,
+        Some(libc::S_IFBLK) => FileType::BlockDevice,
+        Some(libc::S_IFSOCK) => FileType::Socket,
+        _ if info.is_symlink() => FileType::Symlink,
+        _ if info.is_dir() => FileType::Directory,
+        _ => FileType::RegularFile,
+    }
+}
+
 /// Each request answers with what its `Inner` method returned.
 impl Filesystem for SmbFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
@@ -1152,9 +1238,9 @@ impl Filesystem for SmbFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
@@ -1166,14 +1252,29 @@ impl Filesystem for SmbFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        match self.call(|i| i.setattr(ino, size, atime, mtime, fh)) {
+        let chmod_chown = |i: &mut Inner| if mode.is_some() || uid.is_some() || gid.is_some() { i.chmod_chown(ino, mode, uid, gid) } else { Ok(()) };
+        match self.call(|i| chmod_chown(i).and_then(|()| i.setattr(ino, size, atime, mtime, fh))) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
-        match self.call(|i| i.mkdir(parent, name)) {
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.call(|i| i.readlink(ino)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        match self.call(|i| i.symlink(parent, link_name, target)) {
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        match self.call(|i| i.mkdir(parent, name, mode & !umask)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
@@ -1306,8 +1407,8 @@ impl Filesystem for SmbFs {
         }
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
-        match self.call(|i| i.create(parent, name, flags)) {
+    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        match self.call(|i| i.create(parent, name, flags, mode & !umask)) {
             Ok((a, fh)) => reply.created(&self.ttl, &a, Generation(0), FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
