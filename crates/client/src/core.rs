@@ -251,6 +251,14 @@ impl Core {
         }
         let interim = h.is_async() && NtStatus(h.status) == NtStatus::PENDING;
         let known = if interim { self.outstanding.contains(&h.message_id) } else { self.outstanding.remove(&h.message_id) };
+        // With several streams (docs/multistream.md) an interim comes on
+        // the control stream and the final answer on the request's, which
+        // may overtake it: a late interim still brings the credits it
+        // grants (the final answer after an interim grants none).
+        if interim && !known && h.message_id < self.next_id {
+            self.credits = (self.credits + u32::from(h.credits)).min(MAX_CREDITS);
+            return Ok(None);
+        }
         if !known {
             return Err(ClientError::Protocol(format!("response to message {} that was never sent or already answered", h.message_id)));
         }
@@ -450,5 +458,25 @@ mod tests {
         let mut c = Core::new();
         c.on_negotiate(&negotiate_response(vec![preauth, (posix::NEGOTIATE_CONTEXT, posix::TAG.to_vec())])).unwrap();
         assert!(!c.posix);
+    }
+
+    #[test]
+    fn an_interim_overtaken_by_its_final_answer_brings_its_credits() {
+        let mut c = Core::new();
+        let (id, _) = c.request(Command::WRITE, 1, &[]);
+        let answer = |interim: bool, credits: u16, message_id: u64| {
+            let mut m = Vec::new();
+            let status = if interim { NtStatus::PENDING } else { NtStatus::SUCCESS };
+            Header { command: Command::WRITE.0, flags: flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND, status: status.0, credits, message_id, async_id: 1, ..Default::default() }.encode(&mut m);
+            m
+        };
+        let before = c.credits;
+        assert!(c.on_response(&answer(false, 0, id), false).unwrap().is_some());
+        assert_eq!(c.in_flight(), 0);
+        assert!(c.on_response(&answer(true, 10, id), false).unwrap().is_none());
+        assert_eq!(c.credits, before + 10);
+        // A final answer twice, or an interim for what was never sent, is wrong.
+        assert!(c.on_response(&answer(false, 0, id), false).is_err());
+        assert!(c.on_response(&answer(true, 1, id + 1), false).is_err());
     }
 }
