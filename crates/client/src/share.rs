@@ -560,6 +560,17 @@ impl Share {
         self.set_info(fid, class::BASIC, &b).await
     }
 
+    /// LOCK (MS-SMB2 2.2.26): lock or unlock byte ranges of `fid`, one
+    /// element each in `locks` (flags of 2.2.26.1). A lock without
+    /// FAIL_IMMEDIATELY waits for the server's final answer past its
+    /// interim STATUS_PENDING; a conflict is STATUS_LOCK_NOT_GRANTED (or
+    /// FILE_LOCK_CONFLICT from older servers).
+    pub async fn lock(&mut self, fid: FileId, locks: &[smbq_wire::lock::LockElement]) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::lock::LockRequest { lock_sequence: 0, file_id: fid, locks: locks.to_vec() }.encode(&mut b);
+        self.client().call(Command::LOCK, 1, &b).await.map(|_| ())
+    }
+
     pub async fn flush(&mut self, fid: FileId) -> Result<(), ClientError> {
         let mut b = Vec::new();
         smbq_wire::flush::encode_request(&mut b, fid);

@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod mount;
+pub mod posix_locks;
 pub mod transfer;
 
 use anyhow::Context;

@@ -17,24 +17,40 @@
 //!   pipelined WRITEs (MS-SMB2 2.2.21) on a non-contiguous write, flush,
 //!   fsync, release, and before anything that reads the file or its size.
 //!
+//! fcntl(2) record locks (F_SETLK, F_SETLKW, F_GETLK; FUSE_POSIX_LOCKS)
+//! are SMB2 byte-range locks (MS-SMB2 2.2.26) on the file's handle, so
+//! they conflict with other mounts and other clients of the share;
+//! [`super::posix_locks`] keeps POSIX meaning on top (per-owner ranges
+//! that split and change type; owners sharing a handle checked here). SMB
+//! locks bind I/O: others cannot read or write a range we locked (shared:
+//! nobody writes it). F_SETLKW waits by trying again on a thread of its
+//! own, and a signal to the waiter ends it (EINTR). Once a lock is ours,
+//! the kernel's cache of the file, and of names extending its name (a
+//! database's `-journal`), is dropped; before one goes, our writes go
+//! out. Closing a descriptor drops its process's locks on the file; a
+//! lock held through one handle still conflicts with the same process's
+//! other handles. flock(2) stays local to the mount.
+//!
 //! SMB errors become errnos in [`errno`]; a broken connection is EIO on
 //! every later request (no reconnection).
 
 use anyhow::Context;
 use bytes::Bytes;
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
     ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 use smbq_client::share::{access, filetime, system_time, FileInfo, Share};
 use smbq_client::ClientError;
+use super::posix_locks::{self, Conflicting, Kind, Range, Refused, Table};
 use smbq_wire::create::{disposition, options};
 use smbq_wire::fscc::attr;
+use smbq_wire::lock::{flags as lock_flags, LockElement};
 use smbq_wire::{FileId, NtStatus};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::runtime::Runtime;
 
@@ -89,8 +105,9 @@ pub fn run(share: Share, rt: Runtime, dir: &Path, opts: MountOptions) -> anyhow:
     config.mount_options = vec![MountOption::FSName(fsname.clone()), MountOption::Subtype("smbq".into()), MountOption::NoDev, MountOption::NoSuid, MountOption::RW];
     config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     let fs = SmbFs::new(share, rt.clone(), &opts);
-    let state = fs.inner.clone();
+    let (state, notifier) = (fs.inner.clone(), fs.notifier.clone());
     let session = fuser::spawn_mount(fs, dir, &config).with_context(|| format!("mounting {fsname} on {}", dir.display()))?;
+    let _ = notifier.set(session.notifier());
     tracing::info!(dir = %dir.display(), "mounted {fsname}");
     if let Some(ready) = opts.foreground_ready {
         ready();
@@ -150,6 +167,8 @@ fn errno(e: &ClientError) -> Errno {
         NtStatus::NOT_A_DIRECTORY => Errno::ENOTDIR,
         NtStatus::FILE_IS_A_DIRECTORY => Errno::EISDIR,
         NtStatus::SHARING_VIOLATION => Errno::EBUSY,
+        // A READ or WRITE into a range someone else locked (SMB locks bind I/O).
+        NtStatus::FILE_LOCK_CONFLICT | NtStatus::LOCK_NOT_GRANTED => Errno::EAGAIN,
         NtStatus::DISK_FULL => Errno::ENOSPC,
         NtStatus::OBJECT_NAME_INVALID => Errno::EINVAL,
         NtStatus::MEDIA_WRITE_PROTECTED => Errno::EROFS,
@@ -400,12 +419,17 @@ struct Inner {
     window: usize,
     /// A lost connection was replaced while serving this request.
     reconnected: bool,
+    /// The POSIX locks held on the server through each handle.
+    locks: HashMap<u64, Table>,
 }
 
 /// The `fuser` filesystem: [`Inner`] behind a mutex.
+#[derive(Clone)]
 struct SmbFs {
     inner: Arc<Mutex<Inner>>,
     ttl: Duration,
+    /// Tells the kernel to drop what it cached (once mounted).
+    notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
 impl SmbFs {
@@ -430,8 +454,9 @@ impl SmbFs {
             next_fh: 1,
             window,
             reconnected: false,
+            locks: HashMap::new(),
         };
-        SmbFs { inner: Arc::new(Mutex::new(inner)), ttl }
+        SmbFs { inner: Arc::new(Mutex::new(inner)), ttl, notifier: Arc::new(OnceLock::new()) }
     }
 
     /// The state; a panic in another request does not make it unusable.
@@ -555,6 +580,17 @@ impl Inner {
             }
             o.window = Vec::new();
             o.next_window = None;
+        }
+        // The server forgot our locks with the old connection: take them again.
+        for (fh, t) in self.locks.iter_mut() {
+            let Some(fid) = self.opens.get(fh).map(|o| o.fid) else { continue };
+            t.held.retain(|h| match rt.block_on(share.lock(fid, &[element(h.range, Some(h.kind))])) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(fh, start = h.range.start, stop = h.range.stop, "locking again after the reconnect: {e}; the lock is lost");
+                    false
+                }
+            });
         }
         self.reconnected = true;
     }
@@ -1051,6 +1087,8 @@ impl Inner {
     fn release(&mut self, fh: FileHandle) -> Result<(), Errno> {
         let flushed = self.flush_open(fh.0);
         let o = self.opens.remove(&fh.0).ok_or(Errno::EBADF)?;
+        // CLOSE drops the handle's locks on the server.
+        self.locks.remove(&fh.0);
         let path = self.inodes.path(o.ino).unwrap_or_default().to_string();
         self.cache.changed(&path);
         let closed = self.with_share(async |s| s.close(o.fid).await);
@@ -1204,11 +1242,225 @@ fn kind_of(info: &FileInfo) -> FileType {
     }
 }
 
+/// A LOCK element (MS-SMB2 2.2.26.1) for `r`: a FAIL_IMMEDIATELY lock of
+/// `kind`, or an unlock (None).
+fn element(r: Range, kind: Option<Kind>) -> LockElement {
+    let flags = match kind {
+        Some(Kind::Shared) => lock_flags::SHARED | lock_flags::FAIL_IMMEDIATELY,
+        Some(Kind::Exclusive) => lock_flags::EXCLUSIVE | lock_flags::FAIL_IMMEDIATELY,
+        None => lock_flags::UNLOCK,
+    };
+    LockElement { offset: r.start, length: r.len(), flags }
+}
+
+/// fcntl's lock type: F_RDLCK, F_WRLCK, or F_UNLCK (None).
+fn lock_kind(typ: i32) -> Result<Option<Kind>, Errno> {
+    match typ {
+        libc::F_RDLCK => Ok(Some(Kind::Shared)),
+        libc::F_WRLCK => Ok(Some(Kind::Exclusive)),
+        libc::F_UNLCK => Ok(None),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+fn lock_type(kind: Kind) -> i32 {
+    match kind {
+        Kind::Shared => libc::F_RDLCK,
+        Kind::Exclusive => libc::F_WRLCK,
+    }
+}
+
+/// Whether thread `tid`, a FUSE request's caller, has a signal pending
+/// that it neither blocks nor ignores (SIGKILL included), as
+/// /proc/TID/status says: its F_SETLKW ends with EINTR. fuser does not
+/// pass FUSE_INTERRUPT on, so this is how a waiting lock learns of one. A
+/// caller gone is interrupted too; one we cannot see (pid 0: another pid
+/// namespace) never is.
+fn interrupted(tid: u32) -> bool {
+    if tid == 0 {
+        return false;
+    }
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{tid}/status")) else { return true };
+    let field = |name: &str| s.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| u64::from_str_radix(v.trim(), 16).ok()).unwrap_or(0);
+    (field("SigPnd:") | field("ShdPnd:")) & !field("SigBlk:") & !field("SigIgn:") != 0
+}
+
+/// First and longest pause between tries of a lock F_SETLKW waits for.
+const LOCK_POLL_FIRST: Duration = Duration::from_millis(5);
+const LOCK_POLL_MAX: Duration = Duration::from_millis(100);
+
+/// The LOCKs of [`posix_locks`] on one handle: FAIL_IMMEDIATELY locks
+/// (a blocking one would hold the connection, which every request shares).
+struct OnHandle<'a> {
+    inner: &'a mut Inner,
+    fid: FileId,
+    path: &'a str,
+}
+
+impl OnHandle<'_> {
+    fn send(&mut self, r: Range, kind: Option<Kind>) -> Result<(), Refused> {
+        let (fid, el) = (self.fid, element(r, kind));
+        match self.inner.with_share(async |s| s.lock(fid, &[el]).await) {
+            Ok(()) => Ok(()),
+            Err(ClientError::Status(_, st)) if st == NtStatus::LOCK_NOT_GRANTED || st == NtStatus::FILE_LOCK_CONFLICT => Err(Refused::Conflict),
+            Err(e) => Err(Refused::Failed(self.inner.fail(if kind.is_some() { "lock" } else { "unlock" }, self.path, e))),
+        }
+    }
+}
+
+impl posix_locks::Server for OnHandle<'_> {
+    fn lock(&mut self, r: Range, kind: Kind) -> Result<(), Refused> {
+        self.send(r, Some(kind))
+    }
+
+    fn unlock(&mut self, r: Range) -> Result<(), Refused> {
+        self.send(r, None)
+    }
+}
+
+/// What the kernel may hold stale once we hold a lock: file `ino`'s pages
+/// and attributes, and the entries (`directory`, `name`) of the names in
+/// its directory that extend its name (a database's `-journal`).
+struct Stale {
+    ino: u64,
+    names: Vec<(u64, String)>,
+}
+
+impl Inner {
+    /// Run `f` on handle `fh`'s lock table and the LOCKs of its handle.
+    /// After a reconnect the table stays as [`Inner::recover`] left it
+    /// (locked again on the new handle), for the request's retry.
+    fn with_locks<T>(&mut self, fh: u64, f: impl FnOnce(&mut Table, &mut OnHandle<'_>) -> Result<T, Refused>) -> Result<T, Errno> {
+        let o = self.opens.get(&fh).ok_or(Errno::EBADF)?;
+        let (fid, ino) = (o.fid, o.ino);
+        let path = self.inodes.path(ino).unwrap_or_default().to_string();
+        let mut table = self.locks.get(&fh).cloned().unwrap_or_default();
+        let r = f(&mut table, &mut OnHandle { inner: self, fid, path: &path });
+        if !self.reconnected {
+            if table.held.is_empty() {
+                self.locks.remove(&fh);
+            } else {
+                self.locks.insert(fh, table);
+            }
+        }
+        r.map_err(|e| match e {
+            Refused::Conflict => Errno::EAGAIN,
+            Refused::Failed(n) => n,
+        })
+    }
+
+    /// F_SETLK of `kind` (None: unlock) on `r` for `owner` through handle
+    /// `fh`. What we wrote goes out first (whoever locks next reads it);
+    /// once we hold a lock, what we cached of others' writes goes, and the
+    /// answer says what the kernel should drop.
+    fn setlk(&mut self, fh: u64, owner: u64, pid: u32, r: Range, kind: Option<Kind>) -> Result<Option<Stale>, Errno> {
+        let ino = self.opens.get(&fh).ok_or(Errno::EBADF)?.ino;
+        self.flush_ino(ino, None)?;
+        self.with_locks(fh, |t, s| t.set(s, owner, pid, r, kind))?;
+        if kind.is_none() {
+            return Ok(None);
+        }
+        self.drop_windows(ino);
+        self.cache.clear();
+        let mut names = Vec::new();
+        if let Ok(path) = self.inodes.path(ino) {
+            let dir = parent(path);
+            if let Some(&d) = self.inodes.by_path.get(dir) {
+                for p in self.inodes.by_path.keys().filter(|p| p.len() > path.len() && p.starts_with(path) && parent(p) == dir) {
+                    names.push((d, p.rsplit('/').next().unwrap_or(p).to_string()));
+                }
+            }
+        }
+        Ok(Some(Stale { ino, names }))
+    }
+
+    /// F_GETLK: a lock that would stop `kind` on `r` for `owner`.
+    fn getlk(&mut self, fh: u64, owner: u64, r: Range, kind: Kind) -> Result<Option<Conflicting>, Errno> {
+        self.with_locks(fh, |t, s| t.test(s, owner, r, kind))
+    }
+
+    /// `owner` closed a descriptor of file `ino`: POSIX drops all its locks
+    /// on the file, whichever handle took them (after the file's writes).
+    fn unlock_owner(&mut self, ino: u64, owner: u64) -> Result<(), Errno> {
+        let fhs: Vec<u64> = self.locks.iter().filter(|(fh, t)| t.held.iter().any(|h| h.owner == owner) && self.opens.get(fh).is_some_and(|o| o.ino == ino)).map(|(&fh, _)| fh).collect();
+        if fhs.is_empty() {
+            return Ok(());
+        }
+        let flushed = self.flush_ino(ino, None);
+        let mut r = Ok(());
+        for fh in fhs {
+            r = r.and(self.with_locks(fh, |t, s| t.release_owner(s, owner)));
+        }
+        flushed.and(r)
+    }
+}
+
+impl SmbFs {
+    /// Take a lock; for F_SETLKW (`wait`) try again, with growing pauses,
+    /// until it is free, fails otherwise or the caller is interrupted.
+    /// Then the kernel drops what it cached of the file and of the names
+    /// that extend it, and the caller gets its answer. This runs on a
+    /// thread of its own: a waiting lock holds neither fuser's thread nor
+    /// the connection, and the kernel's reads the invalidation may wait
+    /// for are served meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    fn take_lock(&self, fh: u64, owner: u64, pid: u32, r: Range, kind: Kind, wait: bool, caller: u32, reply: ReplyEmpty) {
+        let mut pause = LOCK_POLL_FIRST;
+        let stale = loop {
+            match self.call(|i| i.setlk(fh, owner, pid, r, Some(kind))) {
+                Ok(s) => break s,
+                Err(e) if e == Errno::EAGAIN && wait => {
+                    if interrupted(caller) {
+                        return reply.error(Errno::EINTR);
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(LOCK_POLL_MAX);
+                }
+                Err(e) => return reply.error(e),
+            }
+        };
+        if let (Some(s), Some(n)) = (stale, self.notifier.get()) {
+            // An error here means the kernel had nothing of it cached.
+            let _ = n.inval_inode(INodeNo(s.ino), 0, 0);
+            for (dir, name) in s.names {
+                let _ = n.inval_entry(INodeNo(dir), OsStr::new(&name));
+            }
+        }
+        reply.ok();
+    }
+}
+
+/// Extended attributes in the `user.` namespace are SMB EAs of the name
+/// without it (`user.origin` is EA `origin`), as cifs.ko maps them; other
+/// namespaces have none here.
+const XATTR_PREFIX: &str = "user.";
+
+/// The EA name of xattr `name`, if it is one of ours.
+fn ea_name(name: &OsStr) -> Option<&str> {
+    name.to_str()?.strip_prefix(XATTR_PREFIX).filter(|n| !n.is_empty())
+}
+
+/// getxattr/listxattr's answer: the size when asked for it (`size` 0),
+/// ERANGE when the caller's buffer is too small, else the bytes.
+fn xattr_reply(reply: fuser::ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        reply.size(value.len() as u32);
+    } else if value.len() > size as usize {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
 /// Each request answers with what its `Inner` method returned.
 impl Filesystem for SmbFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(KERNEL_IO);
         let _ = config.set_max_readahead(KERNEL_IO);
+        // fcntl locks come to us (setlk, getlk) instead of staying in this kernel.
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS) {
+            tracing::warn!("the kernel lacks {missing:?}: fcntl locks stay local to this mount");
+        }
         Ok(())
     }
 
@@ -1322,8 +1574,10 @@ impl Filesystem for SmbFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        match self.call(|i| i.flush_open(fh.0)) {
+    /// close(2) of a descriptor: its writes, and (POSIX) the closing
+    /// process's locks on the file, through any handle, go.
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        match self.call(|i| i.flush_open(fh.0).and(i.unlock_owner(ino.0, lock_owner.0))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -1333,6 +1587,39 @@ impl Filesystem for SmbFs {
         match self.call(|i| i.release(fh)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
+        }
+    }
+
+    /// F_GETLK (see [`posix_locks`]): a lock another client holds shows
+    /// as a write lock of pid 0 over the range asked.
+    fn getlk(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, _pid: u32, reply: ReplyLock) {
+        let (Some(r), Ok(Some(kind))) = (Range::from_fuse(start, end), lock_kind(typ)) else {
+            return reply.error(Errno::EINVAL);
+        };
+        match self.call(|i| i.getlk(fh.0, lock_owner.0, r, kind)) {
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Ok(Some(c)) => reply.locked(c.range.start, c.range.fuse_end(), lock_type(c.kind), c.pid),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// F_SETLK and F_SETLKW as SMB2 LOCKs (see [`posix_locks`]); a lock
+    /// is taken on a thread of its own ([`SmbFs::take_lock`]), an unlock here.
+    fn setlk(&self, req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, pid: u32, sleep: bool, reply: ReplyEmpty) {
+        let (Some(r), Ok(kind)) = (Range::from_fuse(start, end), lock_kind(typ)) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let Some(kind) = kind else {
+            return match self.call(|i| i.setlk(fh.0, lock_owner.0, pid, r, None)) {
+                Ok(_) => reply.ok(),
+                Err(e) => reply.error(e),
+            };
+        };
+        let (fs, caller) = (self.clone(), req.pid());
+        let job = move || fs.take_lock(fh.0, lock_owner.0, pid, r, kind, sleep, caller, reply);
+        // On failure the reply, dropped unsent, answers EIO.
+        if let Err(e) = std::thread::Builder::new().name("smbq-lock".into()).spawn(job) {
+            tracing::error!("starting a thread for a lock: {e}");
         }
     }
 
