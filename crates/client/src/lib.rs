@@ -660,12 +660,19 @@ impl Client {
 /// A CREATE request body (MS-SMB2 2.2.13) sharing read, write and delete;
 /// `name` goes as it is.
 pub fn create_body(name: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])]) -> Vec<u8> {
+    create_body_sharing(name, desired_access, 7, disp, create_options, file_attributes, oplock_level, contexts)
+}
+
+/// [`create_body`] with the ShareAccess given (0: an open that fails
+/// with STATUS_SHARING_VIOLATION while another has the file open).
+#[allow(clippy::too_many_arguments)]
+pub fn create_body_sharing(name: &str, desired_access: u32, share_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])]) -> Vec<u8> {
     let req = CreateRequest {
         oplock_level,
         impersonation_level: 2,
         desired_access,
         file_attributes,
-        share_access: 7,
+        share_access,
         disposition: disp,
         options: create_options,
         name: name.to_string(),

@@ -464,15 +464,34 @@ impl Share {
 
     /// Rename `from` to `to` (both paths in the share), replacing an existing `to` when asked.
     pub async fn rename(&mut self, from: &str, to: &str, replace: bool) -> Result<(), ClientError> {
-        // FILE_RENAME_INFORMATION_TYPE_2 (MS-FSCC 2.4.42.2).
-        let name: Vec<u8> = to.encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
-        let mut b = Vec::new();
-        b.u8(u8::from(replace));
-        b.bytes(&[0; 7]);
-        b.u64(0);
-        b.u32(name.len() as u32);
-        b.bytes(&name);
+        let b = rename_info(to, replace);
         self.on_open(from, access::DELETE | access::READ_ATTRIBUTES | access::SYNCHRONIZE, 0, async |s, fid| s.set_info(fid, class::RENAME, &b).await).await
+    }
+
+    /// Delete file `path` so that its name is free at once, as unlink(2)
+    /// frees it. A file no one else has open (an open that shares nothing
+    /// succeeds) is deleted where it is. One that others hold open would
+    /// keep its name, delete-pending, until the last of them closes it
+    /// (MS-FSA 2.1.5.4), and a CREATE of that name would fail with
+    /// STATUS_DELETE_PENDING: it is first renamed to `hidden` (a share
+    /// path, `/`-separated), as an NFS client renames such a file to
+    /// `.nfsXXXX`. Returns whether it was renamed (a rename the server
+    /// refuses leaves it delete-pending under its name).
+    pub async fn unlink(&mut self, path: &str, hidden: &str) -> Result<bool, ClientError> {
+        let wants = access::DELETE | access::READ_ATTRIBUTES | access::SYNCHRONIZE;
+        let kind = options::NON_DIRECTORY_FILE;
+        let body = create_body_sharing(path, wants, 0, disposition::OPEN, kind, 0, 0, &[], self.posix_mode(disposition::OPEN, kind, None));
+        let (fid, shared) = match self.create_with(path, body).await {
+            Ok((h, _)) => (h.fid, false),
+            Err(ClientError::Status(_, st)) if st == NtStatus::SHARING_VIOLATION => (self.create(path, wants, disposition::OPEN, kind, 0).await?.fid, true),
+            Err(e) => return Err(e),
+        };
+        let renamed = shared && self.set_info(fid, class::RENAME, &rename_info(&hidden.replace('/', "\\"), false)).await.is_ok();
+        let deleted = self.set_info(fid, class::DISPOSITION, &[1]).await;
+        let closed = self.close(fid).await;
+        deleted?;
+        closed?;
+        Ok(renamed)
     }
 
     /// SET_INFO of a file information class (MS-SMB2 3.2.4.15).
@@ -547,6 +566,31 @@ impl Share {
     /// Set the end of file (truncate or extend).
     pub async fn set_size(&mut self, fid: FileId, size: u64) -> Result<(), ClientError> {
         self.set_info(fid, class::END_OF_FILE, &size.to_le_bytes()).await
+    }
+
+    /// The allocation size and end of file of an open file
+    /// (QUERY_INFO FileStandardInformation, MS-FSCC 2.4.47).
+    pub async fn sizes(&mut self, fid: FileId) -> Result<(u64, u64), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::query_info::QueryInfoRequest { info_type: info_type::FILE, class: class::STANDARD, output_buffer_length: 24, file_id: fid, ..Default::default() }.encode(&mut b);
+        let (_, r) = self.client().call(Command::QUERY_INFO, 1, &b).await?;
+        let mut rd = Reader::new(info_buffer(&r)?);
+        let bad = |_| ClientError::Protocol("short FileStandardInformation".into());
+        Ok((rd.u64().map_err(bad)?, rd.u64().map_err(bad)?))
+    }
+
+    /// Reserve `size` bytes for the file (FileAllocationInformation,
+    /// MS-FSCC 2.4.4); a size under the end of file truncates it.
+    pub async fn set_allocation(&mut self, fid: FileId, size: u64) -> Result<(), ClientError> {
+        self.set_info(fid, class::ALLOCATION, &size.to_le_bytes()).await
+    }
+
+    /// Zero the bytes from `offset` up to `end` (FSCTL_SET_ZERO_DATA,
+    /// MS-FSCC 2.3.85): a sparse file gets a hole, and the size stays.
+    pub async fn zero_data(&mut self, fid: FileId, offset: u64, end: u64) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::ioctl::ZeroData { file_offset: offset, beyond_final_zero: end }.encode(&mut b);
+        self.client().fsctl(fid, fsctl::SET_ZERO_DATA, &b, 0).await.map(|_| ())
     }
 
     /// Set times (FILETIMEs; 0 leaves one as it is) and attributes (0 leaves them).
@@ -658,12 +702,31 @@ pub async fn list_shares(host: &str, port: Option<u16>, o: &ConnectOptions) -> R
 /// POSIX create context carrying `posix_mode` if given.
 #[allow(clippy::too_many_arguments)]
 fn create_body(path: &str, desired_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])], posix_mode: Option<u32>) -> Vec<u8> {
+    create_body_sharing(path, desired_access, 7, disp, create_options, file_attributes, oplock_level, contexts, posix_mode)
+}
+
+/// [`create_body`] with the ShareAccess given.
+#[allow(clippy::too_many_arguments)]
+fn create_body_sharing(path: &str, desired_access: u32, share_access: u32, disp: u32, create_options: u32, file_attributes: u32, oplock_level: u8, contexts: &[(&[u8], &[u8])], posix_mode: Option<u32>) -> Vec<u8> {
     let mode = posix_mode.map(u32::to_le_bytes);
     let mut all = contexts.to_vec();
     if let Some(m) = &mode {
         all.push((&posix::TAG, m));
     }
-    crate::create_body(&to_smb_path(&path.replace('\\', "/")), desired_access, disp, create_options, file_attributes, oplock_level, &all)
+    crate::create_body_sharing(&to_smb_path(&path.replace('\\', "/")), desired_access, share_access, disp, create_options, file_attributes, oplock_level, &all)
+}
+
+/// FILE_RENAME_INFORMATION_TYPE_2 (MS-FSCC 2.4.42.2) to `to`, a
+/// `\\`-separated path from the share's root.
+fn rename_info(to: &str, replace: bool) -> Vec<u8> {
+    let name: Vec<u8> = to.encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+    let mut b = Vec::new();
+    b.u8(u8::from(replace));
+    b.bytes(&[0; 7]);
+    b.u64(0);
+    b.u32(name.len() as u32);
+    b.bytes(&name);
+    b
 }
 
 /// The handle a CREATE response `r` gives for `path`, with the POSIX

@@ -64,6 +64,8 @@ const SEQUENTIAL_SLACK: u64 = 256 << 10;
 const KERNEL_IO: u32 = 1 << 20;
 /// Cached attributes and listings kept at most (then the cache starts over).
 const CACHE_LIMIT: usize = 100_000;
+/// Pauses between CREATEs of a name still delete-pending (about 1 s in all).
+const DELETE_PENDING_WAITS: [u64; 7] = [10, 20, 50, 100, 200, 300, 320];
 /// How long to wait for answers still outstanding after a failed exchange.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -355,6 +357,11 @@ struct Open {
     next_window: Option<(u64, Vec<u8>)>,
     /// A write sent in the background failed: the next write, flush or close says so.
     error: Option<Errno>,
+    /// A write time was set through this handle, so the server no longer
+    /// moves it on writes through it (MS-FSA 2.1.5.14.2,
+    /// Open.UserSetModificationTime); `Some(true)` once written since:
+    /// the next flush sets it to the time of the flush, as a local write would.
+    user_time: Option<bool>,
 }
 
 impl Open {
@@ -756,8 +763,21 @@ impl Inner {
         })
     }
 
-    /// Send the writes gathered on handle `fh` (pipelined WRITEs).
+    /// Send the writes gathered on handle `fh`, then move its write time
+    /// on if the server no longer does ([`Open::user_time`]).
     fn flush_open(&mut self, fh: u64) -> Result<(), Errno> {
+        self.send_pending(fh)?;
+        let Some(o) = self.opens.get_mut(&fh).filter(|o| o.user_time == Some(true)) else { return Ok(()) };
+        o.user_time = Some(false);
+        let (ino, fid, now) = (o.ino, o.fid, filetime(SystemTime::now()));
+        let r = self.with_share(async |s| s.set_basic(fid, 0, 0, now, 0).await);
+        let path = self.inodes.path(ino).unwrap_or_default().to_string();
+        self.cache.changed(&path);
+        r.map_err(|e| self.fail("setting the write time", &path, e))
+    }
+
+    /// Send the writes gathered on handle `fh` (pipelined WRITEs).
+    fn send_pending(&mut self, fh: u64) -> Result<(), Errno> {
         let Some((ino, fid, off, data)) = self.take_pending(fh)? else { return Ok(()) };
         let r = self.with_share(async |s| s.write_at(fid, off, data.clone()).await);
         let path = self.inodes.path(ino).unwrap_or_default().to_string();
@@ -811,7 +831,7 @@ impl Inner {
     fn add_open(&mut self, ino: u64, fid: FileId, access: u32) -> u64 {
         let fh = self.next_fh;
         self.next_fh += 1;
-        self.opens.insert(fh, Open { ino, fid, access, wbuf_off: 0, wbuf: Vec::new(), window_off: 0, window: Vec::new(), next_read: 0, next_window: None, error: None });
+        self.opens.insert(fh, Open { ino, fid, access, wbuf_off: 0, wbuf: Vec::new(), window_off: 0, window: Vec::new(), next_read: 0, next_window: None, error: None, user_time: None });
         fh
     }
 
@@ -836,33 +856,51 @@ impl Inner {
 
     /// Size through FileEndOfFileInformation and times through
     /// FileBasicInformation (SET_INFO, MS-SMB2 2.2.39; MS-FSCC 2.4.7: a
-    /// time of 0 leaves that time as it is), on the open handle `fh` when
-    /// it may write, else on a handle opened for it. Mode and owner are
+    /// time of 0 leaves that time as it is): the size on the open handle
+    /// `fh` when it may write, times on every handle of ours that may
+    /// write the file; else on a handle opened for it. Mode and owner are
     /// not SMB's to change and are left as they are.
     fn setattr(&mut self, ino: INodeNo, size: Option<u64>, atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>, fh: Option<FileHandle>) -> Result<FileAttr, Errno> {
         let path = self.path(ino)?;
         self.flush_ino(ino.0, None)?;
         self.drop_windows(ino.0);
-        if size.is_some() || atime.is_some() || mtime.is_some() {
-            let given = fh.and_then(|fh| self.opens.get(&fh.0)).map(|o| o.fid);
-            let (fid, temporary) = match given {
-                Some(fid) if atime.is_none() && mtime.is_none() => (fid, false),
-                _ => {
-                    let want = access::READ_ATTRIBUTES | access::WRITE_ATTRIBUTES | access::SYNCHRONIZE | if size.is_some() { access::WRITE_DATA } else { 0 };
-                    match self.with_share(async |s| s.create(&path, want, disposition::OPEN, 0, 0).await) {
-                        Ok(h) => (h.fid, true),
-                        Err(e) => return Err(self.fail("open for setattr", &path, e)),
-                    }
+        let times = atime.is_some() || mtime.is_some();
+        if size.is_some() || times {
+            let given = fh.and_then(|fh| self.opens.get(&fh.0)).filter(|o| o.access & access::WRITE_DATA != 0).map(|o| o.fid);
+            // Times go through every handle of ours that may write the
+            // file (the application's): smbd, as Windows, stamps the write
+            // time when a handle that wrote closes, unless a time was set
+            // through that very handle (MS-FSA 2.1.5.14.2,
+            // Open.UserSetModificationTime), so a time set through another
+            // handle is lost at close (tar's futimens, touch of an open file).
+            let writers: Vec<FileId> = if times { self.opens.values().filter(|o| o.ino == ino.0 && o.access & access::WRITE_ATTRIBUTES != 0).map(|o| o.fid).collect() } else { Vec::new() };
+            let temporary = if (size.is_some() && given.is_none()) || (times && writers.is_empty()) {
+                let want = access::READ_ATTRIBUTES | access::WRITE_ATTRIBUTES | access::SYNCHRONIZE | if size.is_some() { access::WRITE_DATA } else { 0 };
+                match self.with_share(async |s| s.create(&path, want, disposition::OPEN, 0, 0).await) {
+                    Ok(h) => Some(h.fid),
+                    Err(e) => return Err(self.fail("open for setattr", &path, e)),
                 }
+            } else {
+                None
             };
             let mut r = Ok(());
-            if let Some(s) = size {
+            if let (Some(s), Some(fid)) = (size, given.or(temporary)) {
                 r = self.with_share(async |sh| sh.set_size(fid, s).await);
             }
-            if r.is_ok() && (atime.is_some() || mtime.is_some()) {
-                r = self.with_share(async |s| s.set_basic(fid, 0, time_arg(atime), time_arg(mtime), 0).await);
+            if times {
+                let (at, mt) = (time_arg(atime), time_arg(mtime));
+                for fid in if writers.is_empty() { temporary.into_iter().collect() } else { writers } {
+                    if r.is_ok() {
+                        r = self.with_share(async |s| s.set_basic(fid, 0, at, mt, 0).await);
+                    }
+                }
+                if mt != 0 {
+                    for o in self.opens.values_mut().filter(|o| o.ino == ino.0 && o.access & access::WRITE_ATTRIBUTES != 0) {
+                        o.user_time = Some(false);
+                    }
+                }
             }
-            if temporary {
+            if let Some(fid) = temporary {
                 let closed = self.with_share(async |s| s.close(fid).await);
                 r = r.and(closed);
             }
@@ -938,9 +976,29 @@ impl Inner {
         };
         let want = if flags & libc::O_ACCMODE == libc::O_RDONLY { access::READ } else { access::READ_WRITE };
         let mode = self.posix.then_some(mode);
-        let r = self.with_share(async |s| s.create_mode(&path, want, disp, options::NON_DIRECTORY_FILE, 0, mode).await);
+        // A name whose file another open keeps delete-pending (deleted by
+        // a client other than a mount of ours, or renamed aside without
+        // success) is free once that open closes, which is often a moment
+        // later: try again for about a second (MS-FSA 2.1.5.1.2: such a
+        // CREATE fails with STATUS_DELETE_PENDING), then say EBUSY.
+        let mut waits = DELETE_PENDING_WAITS.iter();
+        let r = loop {
+            let r = self.with_share(async |s| s.create_mode(&path, want, disp, options::NON_DIRECTORY_FILE, 0, mode).await);
+            match (&r, waits.next()) {
+                (Err(ClientError::Status(_, st)), Some(&ms)) if *st == NtStatus::DELETE_PENDING => std::thread::sleep(Duration::from_millis(ms)),
+                _ => break r,
+            }
+        };
         self.cache.changed(&path);
-        let h = r.map_err(|e| self.fail("create", &path, e))?;
+        let pending = matches!(&r, Err(ClientError::Status(_, st)) if *st == NtStatus::DELETE_PENDING);
+        let h = r.map_err(|e| {
+            let n = self.fail("create", &path, e);
+            if pending {
+                Errno::EBUSY
+            } else {
+                n
+            }
+        })?;
         let a = self.entry(&path, &h.info);
         if disp != disposition::CREATE {
             self.drop_windows(a.ino.0);
@@ -1060,6 +1118,9 @@ impl Inner {
             o.wbuf.reserve(MAX_WRITE_BUFFER.max(data.len()));
         }
         o.wbuf.extend_from_slice(data);
+        if o.user_time.is_some() {
+            o.user_time = Some(true);
+        }
         let full = o.wbuf.len() >= MAX_WRITE_BUFFER;
         if let Ok(p) = self.inodes.path(ino.0) {
             let p = p.to_string();
@@ -1081,6 +1142,56 @@ impl Inner {
             let path = self.inodes.path(ino).unwrap_or_default().to_string();
             self.fail("flush", &path, e)
         })
+    }
+
+    /// fallocate(2) on handle `fh`. Punching a hole (always with
+    /// FALLOC_FL_KEEP_SIZE) and zeroing a range are FSCTL_SET_ZERO_DATA
+    /// (MS-FSCC 2.3.85), which never changes the size; zeroing without
+    /// KEEP_SIZE then extends the file to the range's end as
+    /// preallocation (mode 0) does, with FileEndOfFileInformation.
+    /// Preallocation also asks for the space with FileAllocationInformation
+    /// (MS-FSCC 2.4.4; best effort: smbd reserves it only with `strict
+    /// allocate`). Collapse, insert and unshare have no SMB counterpart.
+    fn fallocate(&mut self, ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32) -> Result<(), Errno> {
+        let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
+        let zero = match mode & !libc::FALLOC_FL_KEEP_SIZE {
+            0 => false,
+            libc::FALLOC_FL_PUNCH_HOLE if keep => true,
+            libc::FALLOC_FL_ZERO_RANGE => true,
+            _ => return Err(Errno::EOPNOTSUPP),
+        };
+        let end = offset.checked_add(length).filter(|&e| i64::try_from(e).is_ok()).ok_or(Errno::EFBIG)?;
+        // What any handle buffered lands first; windows read ahead and
+        // cached attributes are stale after.
+        self.flush_ino(ino.0, None)?;
+        self.drop_windows(ino.0);
+        self.take_error(fh.0)?;
+        let o = self.opens.get(&fh.0).ok_or(Errno::EBADF)?;
+        if o.access & access::WRITE_DATA == 0 {
+            return Err(Errno::EBADF);
+        }
+        let fid = o.fid;
+        let r = self.with_share(async |s| {
+            if zero && length > 0 {
+                s.zero_data(fid, offset, end).await?;
+            }
+            if zero && keep {
+                return Ok(());
+            }
+            let (allocated, size) = s.sizes(fid).await?;
+            if !keep && end > size {
+                s.set_size(fid, end).await?;
+            }
+            if !zero && end > allocated && end >= size {
+                if let Err(e) = s.set_allocation(fid, end).await {
+                    tracing::debug!("fallocate: FileAllocationInformation: {e}");
+                }
+            }
+            Ok(())
+        });
+        let path = self.inodes.path(ino.0).unwrap_or_default().to_string();
+        self.cache.changed(&path);
+        r.map_err(|e| self.fail("fallocate", &path, e))
     }
 
     /// The pending writes, then CLOSE (MS-SMB2 2.2.15).
@@ -1166,11 +1277,19 @@ impl Inner {
         Ok(self.entry(&path, &info))
     }
 
-    /// Delete through FileDispositionInformation (MS-FSCC 2.4.11): the
-    /// name goes when the last handle to it closes.
+    /// Delete through FileDispositionInformation (MS-FSCC 2.4.11). A
+    /// file still open (here or elsewhere) is first renamed to a hidden
+    /// name beside it ([`Share::unlink`]), so its name is free at once as
+    /// on a local file system; a directory's name goes when the last
+    /// handle to it closes.
     fn remove(&mut self, parent: INodeNo, name: &OsStr, dir: bool) -> Result<(), Errno> {
         let path = self.child(parent, name)?;
-        let r = if dir { self.with_share(async |s| s.rmdir(&path).await) } else { self.with_share(async |s| s.remove(&path).await) };
+        let r = if dir {
+            self.with_share(async |s| s.rmdir(&path).await)
+        } else {
+            let hidden = join(self::parent(&path), &format!(".smbq-deleted-{:016x}", rand::random::<u64>()));
+            self.with_share(async |s| s.unlink(&path, &hidden).await.map(|_| ()))
+        };
         self.cache.changed(&path);
         self.cache.dirs.remove(&path);
         r.map_err(|e| self.fail(if dir { "rmdir" } else { "unlink" }, &path, e))?;
@@ -1630,6 +1749,13 @@ impl Filesystem for SmbFs {
         }
     }
 
+    fn fallocate(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        match self.call(|i| i.fallocate(ino, fh, offset, length, mode)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.call(|i| i.opendir(ino)) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
@@ -1733,7 +1859,7 @@ mod tests {
 
     #[test]
     fn window_serves_inside_and_up_to_the_end_of_file() {
-        let o = Open { ino: 2, fid: FileId::default(), access: 0, wbuf_off: 0, wbuf: Vec::new(), window_off: 100, window: (0..50).collect(), next_read: 0, next_window: None, error: None };
+        let o = Open { ino: 2, fid: FileId::default(), access: 0, wbuf_off: 0, wbuf: Vec::new(), window_off: 100, window: (0..50).collect(), next_read: 0, next_window: None, error: None, user_time: None };
         assert_eq!(o.in_window(110, 5, None), Some(&[10u8, 11, 12, 13, 14][..]));
         assert_eq!(o.in_window(99, 5, None), None);
         assert_eq!(o.in_window(140, 20, None), None, "past the window, end of file unknown");
