@@ -621,6 +621,33 @@ impl Share {
         self.client().call(Command::FLUSH, 1, &b).await.map(|_| ())
     }
 
+    /// `path`'s extended attributes (QUERY_INFO FileFullEaInformation,
+    /// MS-FSCC 2.4.15, with SL_RESTART_SCAN); a file with none, or a
+    /// server answering STATUS_NO_EAS_ON_FILE, is an empty list.
+    pub async fn eas(&mut self, path: &str) -> Result<Vec<smbq_wire::ea::Ea>, ClientError> {
+        /// SL_RESTART_SCAN (MS-SMB2 2.2.37): the whole list, from its start.
+        const RESTART_SCAN: u32 = 0x01;
+        self.on_open(path, access::READ_EA | access::READ_ATTRIBUTES | access::SYNCHRONIZE, 0, async |s, fid| {
+            let mut b = Vec::new();
+            let q = smbq_wire::query_info::QueryInfoRequest { info_type: info_type::FILE, class: class::FULL_EA, output_buffer_length: 65536, flags: RESTART_SCAN, file_id: fid, ..Default::default() };
+            q.encode(&mut b);
+            match s.client().call(Command::QUERY_INFO, 1, &b).await {
+                Ok((_, r)) => smbq_wire::ea::decode_full(info_buffer(&r)?).map_err(|e| ClientError::Protocol(format!("FileFullEaInformation: {e:?}"))),
+                Err(ClientError::Status(_, NtStatus::NO_EAS_ON_FILE)) => Ok(Vec::new()),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+    }
+
+    /// Set extended attribute `name` of `path` to `value`; an empty value
+    /// removes it (SET_INFO FileFullEaInformation, MS-FSA 2.1.5.14.3).
+    pub async fn set_ea(&mut self, path: &str, name: &str, value: &[u8]) -> Result<(), ClientError> {
+        let mut b = Vec::new();
+        smbq_wire::ea::encode_full(&mut b, &[smbq_wire::ea::Ea { flags: 0, name: name.to_string(), value: value.to_vec() }]);
+        self.on_open(path, access::WRITE_EA | access::READ_ATTRIBUTES | access::SYNCHRONIZE, 0, async |s, fid| s.set_info(fid, class::FULL_EA, &b).await).await
+    }
+
     /// The share's size (QUERY_INFO FileFsFullSizeInformation on its root).
     pub async fn fs_size(&mut self) -> Result<FsSize, ClientError> {
         let h = self.open_read("").await?;

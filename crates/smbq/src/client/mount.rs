@@ -1245,6 +1245,39 @@ impl Inner {
         r.map_err(|e| self.fail("chmod/chown", &path, e))
     }
 
+    /// The file's EAs (its `user.` xattrs).
+    fn eas(&mut self, ino: INodeNo) -> Result<Vec<smbq_wire::ea::Ea>, Errno> {
+        let path = self.path(ino)?;
+        match self.with_share(async |s| s.eas(&path).await) {
+            Ok(eas) => Ok(eas),
+            Err(e) => Err(self.fail("query EAs", &path, e)),
+        }
+    }
+
+    /// setxattr (`value`) and removexattr (None) on a `user.` xattr, as an
+    /// SMB EA: XATTR_CREATE of one that exists is EEXIST, XATTR_REPLACE or
+    /// a removal of one that does not ENODATA. SMB has no empty EA value
+    /// (an empty one deletes it): EINVAL.
+    fn set_xattr(&mut self, ino: INodeNo, name: &OsStr, value: Option<&[u8]>, flags: i32) -> Result<(), Errno> {
+        let Some(ea) = ea_name(name) else { return Err(Errno::EOPNOTSUPP) };
+        if ea.len() > 255 || value.is_some_and(|v| v.is_empty() || v.len() > usize::from(u16::MAX)) {
+            return Err(Errno::EINVAL);
+        }
+        let exists = self.eas(ino)?.iter().any(|e| e.name.eq_ignore_ascii_case(ea));
+        match value {
+            Some(_) if flags & libc::XATTR_CREATE != 0 && exists => return Err(Errno::EEXIST),
+            Some(_) if flags & libc::XATTR_REPLACE != 0 && !exists => return Err(Errno::NO_XATTR),
+            None if !exists => return Err(Errno::NO_XATTR),
+            _ => {}
+        }
+        let path = self.path(ino)?;
+        let value = value.unwrap_or(&[]);
+        match self.with_share(async |s| s.set_ea(&path, ea, value).await) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fail("set EA", &path, e)),
+        }
+    }
+
     fn readlink(&mut self, ino: INodeNo) -> Result<Vec<u8>, Errno> {
         let path = self.path(ino)?;
         match self.with_share(async |s| s.readlink(&path).await) {
@@ -1788,20 +1821,40 @@ impl Filesystem for SmbFs {
     }
 
     /// No extended attributes: ENOSYS tells the kernel not to ask again.
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
-        reply.error(Errno::ENOSYS);
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: fuser::ReplyXattr) {
+        let value = self.call(|i| {
+            let Some(want) = ea_name(name) else { return Err(Errno::NO_XATTR) };
+            let eas = i.eas(ino)?;
+            eas.into_iter().find(|e| e.name.eq_ignore_ascii_case(want)).map(|e| e.value).ok_or(Errno::NO_XATTR)
+        });
+        match value {
+            Ok(v) => xattr_reply(reply, size, &v),
+            Err(e) => reply.error(e),
+        }
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
-        reply.error(Errno::ENOSYS);
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
+        match self.call(|i| i.eas(ino)) {
+            Ok(eas) => {
+                let list: Vec<u8> = eas.iter().flat_map(|e| [XATTR_PREFIX.as_bytes(), e.name.as_bytes(), &[0]].concat()).collect();
+                xattr_reply(reply, size, &list);
+            }
+            Err(e) => reply.error(e),
+        }
     }
 
-    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
+    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+        match self.call(|i| i.set_xattr(ino, name, Some(value), flags)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
     }
 
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.call(|i| i.set_xattr(ino, name, None, 0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
     }
 
     /// No ioctls (isatty(3) asks TCGETS of every file it is given).
