@@ -11,6 +11,7 @@ detached lazily and its process killed.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -240,6 +241,24 @@ def test_file_and_dir_modes_are_options(start_server, tmp_path):
         m.unmount()
     finally:
         m.cleanup()
+
+
+def test_hard_links(mounted):
+    """`ln` through the mount is FileLinkInformation: Samba makes the link
+    (two names, one file); smbq makes none, and link(2) says EPERM."""
+    m, server = mounted
+    (m.dir / "a.txt").write_text("one file\n")
+    if server.kind == "smbd":
+        os.link(m.dir / "a.txt", m.dir / "b.txt")
+        assert (m.dir / "b.txt").read_text() == "one file\n"
+        assert os.stat(server.share_dir / "a.txt").st_ino == os.stat(server.share_dir / "b.txt").st_ino
+        assert (m.dir / "b.txt").stat().st_nlink == 2
+    else:
+        with pytest.raises(OSError) as e:
+            os.link(m.dir / "a.txt", m.dir / "b.txt")
+        assert e.value.errno == errno.EPERM
+        assert not (m.dir / "b.txt").exists()
+    m.unmount()
 
 
 def test_fio_verifies(mounted, tmp_path):

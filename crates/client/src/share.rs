@@ -468,6 +468,13 @@ impl Share {
         self.on_open(from, access::DELETE | access::READ_ATTRIBUTES | access::SYNCHRONIZE, 0, async |s, fid| s.set_info(fid, class::RENAME, &b).await).await
     }
 
+    /// Make `to` a hard link to `from` (SET_INFO FileLinkInformation,
+    /// MS-FSCC 2.4.27; `to` `\`-separated, never replacing).
+    pub async fn link(&mut self, from: &str, to: &str) -> Result<(), ClientError> {
+        let b = rename_info(to, false);
+        self.on_open(from, access::READ_ATTRIBUTES | access::SYNCHRONIZE, 0, async |s, fid| s.set_info(fid, class::LINK, &b).await).await
+    }
+
     /// Delete file `path` so that its name is free at once, as unlink(2)
     /// frees it. A file no one else has open (an open that shares nothing
     /// succeeds) is deleted where it is. One that others hold open would

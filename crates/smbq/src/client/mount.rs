@@ -1352,6 +1352,26 @@ impl Inner {
         Ok(())
     }
 
+    /// `ln EXISTING NEW`: a hard link through FileLinkInformation (MS-FSCC
+    /// 2.4.27), where the server makes them (Samba does); a server that
+    /// does not (STATUS_NOT_SUPPORTED, smbq) is EPERM, as link(2) says of
+    /// a file system without hard links. The new name gets its own inode
+    /// number here; the link count comes from the server.
+    fn link(&mut self, ino: INodeNo, newparent: INodeNo, newname: &OsStr) -> Result<FileAttr, Errno> {
+        let from = self.path(ino)?;
+        let to = self.child(newparent, newname)?;
+        self.flush_ino(ino.0, None)?;
+        let r = self.with_share(async |s| s.link(&from, &to.replace('/', "\\")).await);
+        self.cache.changed(&from);
+        self.cache.changed(&to);
+        match r {
+            Err(ClientError::Status(_, NtStatus::NOT_SUPPORTED)) => return Err(Errno::EPERM),
+            r => r.map_err(|e| self.fail("link", &from, e))?,
+        }
+        let info = self.stat(&to)?;
+        Ok(self.entry(&to, &info))
+    }
+
     /// FileFsFullSizeInformation (MS-FSCC 2.5.4) as statfs(2) sees it.
     fn statfs(&mut self) -> Result<(u64, u64, u32), Errno> {
         match self.with_share(async |s| s.fs_size().await) {
@@ -1701,6 +1721,13 @@ impl Filesystem for SmbFs {
     fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
         match self.call(|i| i.rename(parent, name, newparent, newname, flags)) {
             Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        match self.call(|i| i.link(ino, newparent, newname)) {
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
