@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ import pytest
 import krb5_kdc
 import servers
 from files import random_file, sha256_file
+from test_mount import _fuse_missing, mount_share
 
 HOST = krb5_kdc.HOST
 SIZE = 8 << 20
@@ -116,36 +116,17 @@ def test_an_address_is_not_a_kerberos_name(realm, tmp_path):
 def test_mount_with_kerberos(start_server, realm, tmp_path):
     """`smbq mount` takes the same options: a file copied into the mount
     arrives byte-exact."""
-    if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
-        pytest.fail("no FUSE here (/dev/fuse, fusermount3)")
+    if reason := _fuse_missing():
+        pytest.fail(reason)
     srv = krb5_kdc.start_smbq(start_server, realm, "enc")
-    env = realm.login("bob")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    argv = [str(servers.smbq_bin()), "mount", f"smb://127.0.0.1:{srv.port}/{srv.share}", str(mnt), "--transport", "tcp",
-            "--kerberos", "--kerberos-host", HOST, "--cipher", "aes-256-gcm"]
-    log = tmp_path / "mount.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 30
-        while not os.path.ismount(mnt):
-            assert proc.poll() is None, f"smbq mount exited with {proc.returncode}:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"not mounted in 30 s:\n{log.read_text()}"
-            time.sleep(0.1)
+    # The URL's user name is ignored with --kerberos: the ticket's is used.
+    kerberos = ("--kerberos", "--kerberos-host", HOST, "--cipher", "aes-256-gcm")
+    with mount_share(srv, "tcp", tmp_path, extra=kerberos, env=realm.login("bob")) as m:
         src = tmp_path / "m.bin"
         digest = random_file(src, 2 << 20)
-        shutil.copy(src, mnt / "m.bin")
+        shutil.copy(src, m.dir / "m.bin")
         assert sha256_file(srv.share_dir / "m.bin") == digest
-        r = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, text=True, timeout=30)
-        assert r.returncode == 0, r.stderr
-        assert proc.wait(20) == 0, log.read_text()
-    finally:
-        if os.path.ismount(mnt):
-            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True, timeout=30)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        m.unmount()
     lines = established(srv, "bob")
     assert lines and all("cipher=Some(Aes256Gcm) encrypt=true" in line for line in lines), srv.log.text(40)
 

@@ -11,6 +11,7 @@ detached lazily and its process killed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -43,7 +44,8 @@ def _fuse_missing() -> str | None:
 class Mount:
     """One `smbq mount` process and its mount point."""
 
-    def __init__(self, server: servers.Server, transport: str, dirpath: Path, logpath: Path, extra: tuple[str, ...] = ()):
+    def __init__(self, server: servers.Server, transport: str, dirpath: Path, logpath: Path, extra: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None):
         self.server = server
         self.dir = dirpath
         self.logpath = logpath
@@ -55,7 +57,7 @@ class Mount:
             port, trust = server.port, []
         url = f"smb://{server.user}@{server.host}:{port}/{server.share}"
         argv = [str(servers.smbq_bin()), "mount", url, str(dirpath), "--transport", transport, *trust, *extra]
-        env = dict(os.environ, SMBQ_PASSWORD=server.password, RUST_BACKTRACE="1")
+        env = dict(env or os.environ, SMBQ_PASSWORD=server.password, RUST_BACKTRACE="1")
         self.log = open(logpath, "wb")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
@@ -101,22 +103,33 @@ class Mount:
 MOUNT_TARGETS = [("smbq-quic", "smbq", "quic"), ("smbq-tcp", "smbq", "tcp"), ("samba", "smbd", "tcp")]
 
 
+@contextlib.contextmanager
+def mount_share(server: servers.Server, transport: str, tmp_path: Path, n: str = "", extra: tuple[str, ...] = (),
+                env: dict[str, str] | None = None):
+    """`server`'s share mounted on tmp_path/mnt{n} (log: mount{n}.log;
+    `env`: the mount's environment instead of ours), detached and its
+    process gone at the end, whatever happened."""
+    mnt = tmp_path / f"mnt{n}"
+    mnt.mkdir()
+    m = Mount(server, transport, mnt, tmp_path / f"mount{n}.log", extra, env)
+    try:
+        m.wait_mounted()
+        yield m
+    finally:
+        m.cleanup()
+
+
 @pytest.fixture(params=MOUNT_TARGETS, ids=[t[0] for t in MOUNT_TARGETS])
 def mounted(request, start_server, tmp_path):
-    """A share of the target, mounted on tmp_path/mnt: (Mount, server)."""
+    """A share of the target, mounted on tmp_path/mnt: (Mount, server).
+    A module may parametrize it indirectly with other targets."""
     reason = _fuse_missing()
     if reason:
         pytest.skip(reason)
     _name, kind, transport = request.param
     server = start_server(kind, "enc")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    m = Mount(server, transport, mnt, tmp_path / "mount.log")
-    try:
-        m.wait_mounted()
+    with mount_share(server, transport, tmp_path) as m:
         yield m, server
-    finally:
-        m.cleanup()
 
 
 def run(argv: list[str], cwd: Path | None = None, timeout: float = 120) -> str:
@@ -231,16 +244,10 @@ def test_file_and_dir_modes_are_options(start_server, tmp_path):
     server = start_server("smbq", "enc")
     (server.share_dir / "f.txt").write_text("x")
     (server.share_dir / "d").mkdir()
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    m = Mount(server, "tcp", mnt, tmp_path / "mount.log", extra=("--file-mode", "0640", "--dir-mode", "0750"))
-    try:
-        m.wait_mounted()
-        assert (mnt / "f.txt").stat().st_mode & 0o7777 == 0o640
-        assert (mnt / "d").stat().st_mode & 0o7777 == 0o750
+    with mount_share(server, "tcp", tmp_path, extra=("--file-mode", "0640", "--dir-mode", "0750")) as m:
+        assert (m.dir / "f.txt").stat().st_mode & 0o7777 == 0o640
+        assert (m.dir / "d").stat().st_mode & 0o7777 == 0o750
         m.unmount()
-    finally:
-        m.cleanup()
 
 
 def test_hard_links(mounted):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from test_mount import Mount, mounted, run  # noqa: F401 (`mounted` is a fixture)
+from test_mount import Mount, mount_share, mounted, run  # noqa: F401 (`mounted` is a fixture)
 
 # More than the mount's attribute TTL (1 s): what is checked through the
 # mount then comes from the server, not from what setattr answered.
@@ -227,16 +227,10 @@ def test_delete_while_open_then_create_again(mounted, start_server, tmp_path):
     assert _names(m.dir) == ["j"]
     os.unlink(m.dir / "j")
 
-    mnt2 = tmp_path / "mnt2"
-    mnt2.mkdir()
-    m2 = Mount(server, _transport(m), mnt2, tmp_path / "mount2.log")
-    try:
-        m2.wait_mounted()
-        assert _delete_while_open(m.dir, mnt2) == expected
-        assert _names(m.dir) == ["j"] and _names(mnt2) == ["j"]
+    with mount_share(server, _transport(m), tmp_path, "2") as m2:
+        assert _delete_while_open(m.dir, m2.dir) == expected
+        assert _names(m.dir) == ["j"] and _names(m2.dir) == ["j"]
         m2.unmount()
-    finally:
-        m2.cleanup()
     m.unmount()
 
 

@@ -10,7 +10,6 @@ each speaking a line protocol on stdin/stdout (LOCKER below).
 
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import QUICK
-from test_mount import MOUNT_TARGETS, Mount, _fuse_missing
+from test_mount import MOUNT_TARGETS, _fuse_missing, mount_share
 
 # Commands, one a line: `lock rd|wr START LEN [wait]`, `unlock START LEN`,
 # `test rd|wr START LEN`, `alarm` (the next blocking lock is interrupted
@@ -117,18 +116,8 @@ def two_mounts(request, start_server, tmp_path):
         pytest.skip(reason)
     _name, kind, transport = request.param
     server = start_server(kind, "enc")
-    mounts = []
-    try:
-        for n in (1, 2):
-            d = tmp_path / f"mnt{n}"
-            d.mkdir()
-            mounts.append(Mount(server, transport, d, tmp_path / f"mount{n}.log"))
-        for m in mounts:
-            m.wait_mounted()
-        yield mounts[0], mounts[1], server
-    finally:
-        for m in mounts:
-            m.cleanup()
+    with mount_share(server, transport, tmp_path, "1") as m1, mount_share(server, transport, tmp_path, "2") as m2:
+        yield m1, m2, server
 
 
 def test_fcntl_locks_conflict_across_mounts(two_mounts):

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from test_mount import Mount, _fuse_missing
+from test_mount import _fuse_missing, mount_share
 
 
 @pytest.fixture(params=["tcp", "quic"])
@@ -21,14 +21,8 @@ def posix_mount(request, start_server, tmp_path):
     if reason := _fuse_missing():
         pytest.skip(reason)
     server = start_server("smbq", "enc", share_opts=",posix")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    m = Mount(server, request.param, mnt, tmp_path / "mount.log", extra=("--posix",))
-    try:
-        m.wait_mounted()
+    with mount_share(server, request.param, tmp_path, extra=("--posix",)) as m:
         yield m, server.share_dir
-    finally:
-        m.cleanup()
 
 
 def test_modes_owners_and_types_show_as_on_disk(posix_mount):

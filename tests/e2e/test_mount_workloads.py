@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from test_mount import Mount, _fuse_missing, run
+from test_mount import mounted, run  # noqa: F401  (mounted: the fixture)
 
 FILES = 10_000
 WORKLOAD_TARGETS = [("smbq-quic", "smbq", "quic"), ("samba", "smbd", "tcp")]
@@ -37,24 +37,9 @@ def source_tarball(tmp_path_factory):
     return tree, tar
 
 
-@pytest.fixture(params=WORKLOAD_TARGETS, ids=[t[0] for t in WORKLOAD_TARGETS])
-def workload_mount(request, start_server, tmp_path):
-    if reason := _fuse_missing():
-        pytest.skip(reason)
-    _name, kind, transport = request.param
-    server = start_server(kind, "enc")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    m = Mount(server, transport, mnt, tmp_path / "mount.log")
-    try:
-        m.wait_mounted()
-        yield m
-    finally:
-        m.cleanup()
-
-
-def test_unpack_diff_and_rsync_both_ways(workload_mount, source_tarball, tmp_path):
-    m = workload_mount
+@pytest.mark.parametrize("mounted", WORKLOAD_TARGETS, indirect=True, ids=[t[0] for t in WORKLOAD_TARGETS])
+def test_unpack_diff_and_rsync_both_ways(mounted, source_tarball, tmp_path):  # noqa: F811
+    m, _server = mounted
     tree, tar = source_tarball
     t0 = time.monotonic()
     run(["tar", "-C", str(m.dir), "-xf", str(tar)], timeout=300)
