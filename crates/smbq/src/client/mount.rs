@@ -1263,12 +1263,17 @@ impl Inner {
         if ea.len() > 255 || value.is_some_and(|v| v.is_empty() || v.len() > usize::from(u16::MAX)) {
             return Err(Errno::EINVAL);
         }
-        let exists = self.eas(ino)?.iter().any(|e| e.name.eq_ignore_ascii_case(ea));
-        match value {
-            Some(_) if flags & libc::XATTR_CREATE != 0 && exists => return Err(Errno::EEXIST),
-            Some(_) if flags & libc::XATTR_REPLACE != 0 && !exists => return Err(Errno::NO_XATTR),
-            None if !exists => return Err(Errno::NO_XATTR),
-            _ => {}
+        // A plain set needs no look first; XATTR_CREATE, XATTR_REPLACE and
+        // a removal ask whether the EA is there.
+        let checked = value.is_none() || flags & (libc::XATTR_CREATE | libc::XATTR_REPLACE) != 0;
+        if checked {
+            let exists = self.eas(ino)?.iter().any(|e| e.name.eq_ignore_ascii_case(ea));
+            match value {
+                Some(_) if flags & libc::XATTR_CREATE != 0 && exists => return Err(Errno::EEXIST),
+                Some(_) if flags & libc::XATTR_REPLACE != 0 && !exists => return Err(Errno::NO_XATTR),
+                None if !exists => return Err(Errno::NO_XATTR),
+                _ => {}
+            }
         }
         let path = self.path(ino)?;
         let value = value.unwrap_or(&[]);
