@@ -431,6 +431,16 @@ impl Context {
     }
 }
 
+/// An error unless the exchange is `done`: keys, names and MICs come from
+/// an established context only.
+fn established(done: bool) -> Result<(), Error> {
+    if done {
+        Ok(())
+    } else {
+        Err(Error { major: 0, minor: 0, message: "the context is not established".into() })
+    }
+}
+
 /// The result of feeding one token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -572,11 +582,7 @@ impl Acceptor {
     }
 
     fn established(&self) -> Result<(), Error> {
-        if self.done {
-            Ok(())
-        } else {
-            Err(Error { major: 0, minor: 0, message: "the context is not established".into() })
-        }
+        established(self.done)
     }
 
     /// The initiator's principal, e.g. `alice@EXAMPLE.COM`.
@@ -703,9 +709,7 @@ impl Initiator {
     }
 
     pub fn session_key(&self) -> Result<Vec<u8>, Error> {
-        if !self.done {
-            return Err(Error { major: 0, minor: 0, message: "the context is not established".into() });
-        }
+        established(self.done)?;
         self.ctx.session_key()
     }
 
